@@ -1,0 +1,285 @@
+// Package refusal is aegis's one refusal vocabulary: every code a client can
+// receive from aegis, the word that names its cause, the default message, and
+// the HTTP status it travels with. Both enforcement boundaries (the gateway
+// and `aegis wrap`) build their refusals from this table, so a cause has one
+// word wherever it is refused (ADR 0012: a code is what, a layer is who).
+//
+// docs/error-codes.md is checked against Table by a test.
+package refusal
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+)
+
+// Code is a JSON-RPC error code.
+type Code int
+
+// Standard JSON-RPC 2.0 codes and aegis's own codes.
+const (
+	CodeParseError     Code = -32700 // body could not be read as JSON (HTTP 400, id null)
+	CodeInvalidRequest Code = -32600 // not a JSON-RPC 2.0 request
+	CodeMethodNotFound Code = -32601 // unknown method, or a tool this tenant does not have
+	CodeInvalidParams  Code = -32602 // params missing, wrong type, or failing the tool's schema
+	CodeInternal       Code = -32603 // internal error or session error
+	CodeUpstream       Code = -32000 // upstream unreachable, non-2xx, or unreadable
+
+	CodePolicyDenied        Code = -32003
+	CodeRateLimited         Code = -32004
+	CodeCapabilityDenied    Code = -32005
+	CodePromptInjection     Code = -32050
+	CodeToolPoisoning       Code = -32051
+	CodeSensitiveData       Code = -32052
+	CodeEgressBlocked       Code = -32053
+	CodeQuotaExceeded       Code = -32060
+	CodeApprovalRequired    Code = -32061
+	CodeToolStopped         Code = -32062
+	CodeUpstreamUnavailable Code = -32063
+	CodeUpstreamTimeout     Code = -32064
+	CodeWrapRefused         Code = -32042 // the one frame `aegis wrap` may author
+)
+
+// Word names the cause of a refusal, the same at every layer.
+type Word string
+
+// The words of the vocabulary.
+const (
+	ParseError          Word = "PARSE_ERROR"
+	InvalidRequest      Word = "INVALID_REQUEST"
+	MethodNotFound      Word = "METHOD_NOT_FOUND"
+	InvalidParams       Word = "INVALID_PARAMS"
+	InternalError       Word = "INTERNAL_ERROR"
+	SessionError        Word = "SESSION_ERROR"
+	UpstreamError       Word = "UPSTREAM_ERROR"
+	PolicyDenied        Word = "POLICY_DENIED"
+	RateLimited         Word = "RATE_LIMITED"
+	CapabilityDenied    Word = "CAPABILITY_DENIED"
+	PromptInjection     Word = "PROMPT_INJECTION"
+	ToolPoisoning       Word = "TOOL_POISONING"
+	SensitiveData       Word = "SENSITIVE_DATA"
+	EgressBlocked       Word = "EGRESS_BLOCKED"
+	QuotaExceeded       Word = "QUOTA_EXCEEDED"
+	ApprovalRequired    Word = "APPROVAL_REQUIRED"
+	PendingApproval     Word = "PENDING_APPROVAL"
+	ToolStopped         Word = "TOOL_STOPPED"
+	UpstreamUnavailable Word = "UPSTREAM_UNAVAILABLE"
+	UpstreamTimeout     Word = "UPSTREAM_TIMEOUT"
+)
+
+// Entry is one row of the vocabulary.
+type Entry struct {
+	Code    Code
+	Word    Word
+	Message string // default message; builders may make it more specific
+	Status  int    // HTTP status the response travels with
+	When    string // one line for docs/error-codes.md
+}
+
+// Table is the whole vocabulary, in the order docs/error-codes.md lists it.
+// -32042 is not a row: it is wrap's single frame (see Wrap), whose
+// data.aegis.code is one of these words.
+var Table = []Entry{
+	{CodeParseError, ParseError, "Parse error", http.StatusBadRequest, "the body could not be read as JSON; id is null"},
+	{CodeInvalidRequest, InvalidRequest, "Invalid request", http.StatusOK, "not a JSON-RPC 2.0 request object (missing or wrong jsonrpc, bad id type, missing method, batch array)"},
+	{CodeMethodNotFound, MethodNotFound, "Method not found", http.StatusOK, "unknown method, or a tool this tenant does not have (another tenant's tool is unknown, never forbidden)"},
+	{CodeInvalidParams, InvalidParams, "Invalid params", http.StatusOK, "params missing or of the wrong type, arguments failing the tool's JSON Schema, or an idempotency key reused with different params"},
+	{CodeInternal, SessionError, "Session error: unknown or expired session; drop X-Session-ID to start a new one", http.StatusOK, "unknown or expired X-Session-ID / Mcp-Session-Id"},
+	{CodeInternal, InternalError, "Internal error", http.StatusOK, "an internal failure; the message carries only the correlation id"},
+	{CodeUpstream, UpstreamError, "Upstream error", http.StatusOK, "upstream unreachable, non-2xx, or unreadable; detail capped at 300 characters, brokered credentials removed"},
+	{CodePolicyDenied, PolicyDenied, "Denied by policy", http.StatusOK, "an RBAC role or a policy rule refuses the call"},
+	{CodeRateLimited, RateLimited, "Rate limit exceeded", http.StatusOK, "per-session or per-tool window exhausted; data: scope, limit, retry_after_ms"},
+	{CodeCapabilityDenied, CapabilityDenied, "Outside the session's grant", http.StatusOK, "outside the session's grant: grant list, session clocks, tool-call budget"},
+	{CodePromptInjection, PromptInjection, "Prompt injection detected", http.StatusOK, "injection found in arguments or in a tool result (THREAT_MODE=block)"},
+	{CodeToolPoisoning, ToolPoisoning, "Tool definition rejected", http.StatusOK, "poisoned tool definition, or one that changed since it was pinned"},
+	{CodeSensitiveData, SensitiveData, "Sensitive data in result", http.StatusOK, "credential, card number or SSN in a result (PII_ACTION=block)"},
+	{CodeEgressBlocked, EgressBlocked, "Sensitive data in arguments", http.StatusOK, "credential, card number or SSN leaving in arguments (EGRESS_ACTION=block)"},
+	{CodeQuotaExceeded, QuotaExceeded, "Monthly quota exceeded", http.StatusOK, "monthly tier quota with BILLING_ENFORCE=1; data: tier, limit, used, period"},
+	{CodeApprovalRequired, ApprovalRequired, "Approval required", http.StatusOK, "call held for a human; data: approval_id, status pending/denied/unavailable"},
+	{CodeToolStopped, ToolStopped, "Tool stopped by operator", http.StatusOK, "kill switch on the tool or its server, whatever the policy says"},
+	{CodeUpstreamUnavailable, UpstreamUnavailable, "Upstream unavailable", http.StatusOK, "circuit open, or UPSTREAM_MAX_CONCURRENT calls in flight, or the same idempotency key in flight"},
+	{CodeUpstreamTimeout, UpstreamTimeout, "Upstream error: upstream did not respond in time; the call may have executed", http.StatusOK, "upstream got the call and did not answer within UPSTREAM_TIMEOUT_SECS; data: executed, safe_to_retry, guidance"},
+	{CodeApprovalRequired, PendingApproval, "Approval required", http.StatusOK, "the word `aegis wrap` puts in its -32042 frame for a tool that needs approval (wrap refuses it rather than parking it)"},
+}
+
+var byWord = func() map[Word]Entry {
+	m := make(map[Word]Entry, len(Table))
+	for _, e := range Table {
+		m[e.Word] = e
+	}
+	return m
+}()
+
+// Lookup returns the table entry for a word.
+func Lookup(w Word) (Entry, bool) {
+	e, ok := byWord[w]
+	return e, ok
+}
+
+// Layer names the boundary that authored a refusal.
+type Layer string
+
+// The two enforcement boundaries.
+const (
+	LayerGateway Layer = "gateway"
+	LayerWrap    Layer = "wrap"
+)
+
+// Refusal is one refusal on its way to a client. Fields are the top-level
+// members of error.data (as the seed shows them); the aegis marker is added
+// beside them when the refusal is encoded.
+type Refusal struct {
+	Code    Code
+	Word    Word
+	Message string
+	Fields  map[string]any // top-level error.data members, e.g. tier, limit
+	Status  int            // HTTP status; 0 means the entry's default
+}
+
+// Error makes a Refusal usable as an error inside the gateway.
+func (r *Refusal) Error() string { return fmt.Sprintf("%d %s: %s", r.Code, r.Word, r.Message) }
+
+// HTTPStatus is the status the refusal travels with.
+func (r *Refusal) HTTPStatus() int {
+	if r.Status != 0 {
+		return r.Status
+	}
+	if e, ok := byWord[r.Word]; ok {
+		return e.Status
+	}
+	return http.StatusOK
+}
+
+// New builds a refusal for word w with the table's message, or msg when given.
+func New(w Word, msg string) *Refusal {
+	e, ok := byWord[w]
+	if !ok {
+		panic("refusal: word not in table: " + string(w))
+	}
+	if msg == "" {
+		msg = e.Message
+	}
+	return &Refusal{Code: e.Code, Word: w, Message: msg}
+}
+
+// With adds a top-level data field and returns r.
+func (r *Refusal) With(key string, v any) *Refusal {
+	if r.Fields == nil {
+		r.Fields = make(map[string]any, 4)
+	}
+	r.Fields[key] = v
+	return r
+}
+
+// Marker is data.aegis: which layer refused and the word for the cause.
+type Marker struct {
+	Layer Layer `json:"layer"`
+	Code  Word  `json:"code"`
+}
+
+// ErrorObject is a JSON-RPC error object as aegis writes it.
+type ErrorObject struct {
+	Code    Code            `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// Object renders r as a JSON-RPC error object authored by layer.
+// Standard JSON-RPC codes without aegis meaning (parse, invalid request) carry
+// the marker too, so a client can always tell an aegis answer from an upstream one.
+func (r *Refusal) Object(layer Layer) ErrorObject {
+	data := make(map[string]any, len(r.Fields)+1)
+	for k, v := range r.Fields {
+		data[k] = v
+	}
+	data["aegis"] = Marker{Layer: layer, Code: r.Word}
+	b, err := json.Marshal(data)
+	if err != nil {
+		// Fields are built by this package's callers from plain values.
+		panic("refusal: unencodable data: " + err.Error())
+	}
+	return ErrorObject{Code: r.Code, Message: r.Message, Data: b}
+}
+
+// --- builders for the codes that carry data (seed 004) ---
+
+// RateLimit is -32004 with scope ("session" or "tool"), limit and retry_after_ms.
+func RateLimit(scope string, limit int, retryAfterMs int64) *Refusal {
+	return New(RateLimited, fmt.Sprintf("Rate limit exceeded: %d calls per minute per %s", limit, scope)).
+		With("scope", scope).With("limit", limit).With("retry_after_ms", retryAfterMs)
+}
+
+// Quota is -32060 with exactly tier, limit, used and period (UTC YYYYMM).
+func Quota(tier string, limit, used int64, period string) *Refusal {
+	return New(QuotaExceeded, fmt.Sprintf("Monthly quota exceeded for tier %s", tier)).
+		With("tier", tier).With("limit", limit).With("used", used).With("period", period)
+}
+
+// Approval statuses of -32061.
+const (
+	ApprovalPending     = "pending"
+	ApprovalDenied      = "denied"
+	ApprovalUnavailable = "unavailable"
+)
+
+// Approval is -32061 "Approval required for TOOL on SERVER" with status and,
+// when there is one, approval_id.
+func Approval(tool, server, approvalID, status string) *Refusal {
+	r := New(ApprovalRequired, fmt.Sprintf("Approval required for %s on %s", tool, server)).With("status", status)
+	if approvalID != "" {
+		r.With("approval_id", approvalID)
+	}
+	return r
+}
+
+// TimeoutGuidance is the seed's guidance text for -32064.
+const TimeoutGuidance = "The upstream received this call and did not answer in time. It may have executed. Confirm the outcome before retrying; if the tool is idempotent, retry with the SAME idempotency key."
+
+// Timeout is -32064 for a deadline of secs seconds.
+func Timeout(secs int) *Refusal {
+	return New(UpstreamTimeout, fmt.Sprintf("Upstream error: upstream did not respond within %ds; the call may have executed", secs)).
+		With("executed", "unknown").With("safe_to_retry", false).With("guidance", TimeoutGuidance)
+}
+
+// MaxUpstreamDetail caps the detail of a -32000 message.
+const MaxUpstreamDetail = 300
+
+// Upstream is -32000 "Upstream error: DETAIL", the detail capped at 300
+// characters. Callers remove brokered credentials from detail first.
+func Upstream(detail string) *Refusal {
+	if r := []rune(detail); len(r) > MaxUpstreamDetail {
+		detail = string(r[:MaxUpstreamDetail])
+	}
+	return New(UpstreamError, "Upstream error: "+detail)
+}
+
+// Stopped is -32062 for a tool or a whole server.
+func Stopped(tool, server string) *Refusal {
+	return New(ToolStopped, fmt.Sprintf("Tool %s on %s is stopped by an operator", tool, server))
+}
+
+// Unknown is -32601 for a method or tool this tenant does not have.
+func Unknown(what string) *Refusal {
+	return New(MethodNotFound, "Method not found: "+what)
+}
+
+// WrapMessage is the message of wrap's -32042 frame (seed ADR).
+const WrapMessage = "aegis wrap refused this tools/call"
+
+// Wrap is the one frame `aegis wrap` may author: -32042 with the cause w
+// (POLICY_DENIED, PENDING_APPROVAL, ...) from the same table. Encode it with
+// Object(LayerWrap).
+func Wrap(w Word) *Refusal {
+	if _, ok := byWord[w]; !ok {
+		panic("refusal: word not in table: " + string(w))
+	}
+	return &Refusal{Code: CodeWrapRefused, Word: w, Message: WrapMessage}
+}
+
+// Session is the -32603 session error.
+func Session() *Refusal { return New(SessionError, "") }
+
+// Internal is -32603 carrying only the correlation id, never err.Error().
+func Internal(correlationID string) *Refusal {
+	return New(InternalError, "Internal error; correlation id "+correlationID)
+}
