@@ -1,0 +1,24 @@
+// Package memstore is the embedded state store used by `aegis serve`: every
+// concern's store interface implemented in process memory, safe for
+// concurrent use. It is the reference the DynamoDB store is tested against
+// (shared/storetest runs one contract suite on both).
+package memstore
+
+import "sync"
+
+// Store is the embedded store. The zero value is not usable; call New.
+type Store struct {
+	mu       sync.Mutex
+	tenants  map[string]tenantRec
+	keys     map[string]keyRec
+	sessions map[string]sessionRec
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		tenants:  map[string]tenantRec{},
+		keys:     map[string]keyRec{},
+		sessions: map[string]sessionRec{},
+	}
+}

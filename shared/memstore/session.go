@@ -1,0 +1,73 @@
+package memstore
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/store"
+)
+
+type sessionRec = session.Record
+
+func sessionKey(tenant, id string) string { return tenant + "\x00" + id }
+
+// Create implements session.Store.
+func (s *Store) Create(_ context.Context, r session.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := sessionKey(r.Tenant, r.ID)
+	if _, ok := s.sessions[k]; ok {
+		return store.ErrConflict
+	}
+	r.Upstream = maps.Clone(r.Upstream)
+	s.sessions[k] = r
+	return nil
+}
+
+// Touch implements session.Store.
+func (s *Store) Touch(_ context.Context, tenant, id string, now time.Time, l session.Limits) (session.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := sessionKey(tenant, id)
+	r, ok := s.sessions[k]
+	if !ok || l.Expired(r, now) {
+		return session.Record{}, store.ErrNotFound
+	}
+	r.LastSeen = now
+	s.sessions[k] = r
+	r.Upstream = maps.Clone(r.Upstream)
+	return r, nil
+}
+
+// SetUpstream implements session.Store.
+func (s *Store) SetUpstream(_ context.Context, tenant, id, server, upstreamID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := sessionKey(tenant, id)
+	r, ok := s.sessions[k]
+	if !ok {
+		return store.ErrNotFound
+	}
+	if r.Upstream == nil {
+		r.Upstream = map[string]string{}
+	}
+	if upstreamID == "" {
+		delete(r.Upstream, server)
+	} else {
+		r.Upstream[server] = upstreamID
+	}
+	s.sessions[k] = r
+	return nil
+}
+
+// Delete implements session.Store.
+func (s *Store) Delete(_ context.Context, tenant, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sessions, sessionKey(tenant, id))
+	return nil
+}
+
+var _ session.Store = (*Store)(nil)

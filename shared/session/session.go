@@ -1,0 +1,47 @@
+// Package session keeps gateway sessions: one per X-Session-ID (and the
+// Mcp-Session-Id of /mcp, which is the same id), with the upstream servers'
+// own session ids, so any Lambda instance can continue any session.
+package session
+
+import (
+	"context"
+	"time"
+)
+
+// Record is one gateway session.
+type Record struct {
+	ID       string            `json:"id"`
+	Tenant   string            `json:"tenant"`
+	Caller   string            `json:"caller"`
+	Protocol string            `json:"protocol,omitempty"` // MCP protocol version negotiated on /mcp
+	Created  time.Time         `json:"created"`
+	LastSeen time.Time         `json:"last_seen"`
+	Upstream map[string]string `json:"upstream,omitempty"` // server name → upstream Mcp-Session-Id
+}
+
+// Limits are the two session clocks.
+type Limits struct {
+	Lifetime time.Duration // from Created
+	Idle     time.Duration // from LastSeen
+}
+
+// Expired reports whether r is past either clock at now.
+func (l Limits) Expired(r Record, now time.Time) bool {
+	return (l.Lifetime > 0 && !now.Before(r.Created.Add(l.Lifetime))) ||
+		(l.Idle > 0 && !now.Before(r.LastSeen.Add(l.Idle)))
+}
+
+// Store keeps session records. Implementations check expiry inside the
+// operation (a DynamoDB condition), never relying on TTL deletion.
+type Store interface {
+	// Create stores a new record; store.ErrConflict if the id exists.
+	Create(ctx context.Context, r Record) error
+	// Touch sets LastSeen to now if the session exists and is not expired
+	// under l at now, and returns the updated record; store.ErrNotFound
+	// otherwise. It is the one session operation on a call's path.
+	Touch(ctx context.Context, tenant, id string, now time.Time, l Limits) (Record, error)
+	// SetUpstream records the upstream session id for server ("" removes it).
+	SetUpstream(ctx context.Context, tenant, id, server, upstreamID string) error
+	// Delete ends a session; deleting an absent one is not an error.
+	Delete(ctx context.Context, tenant, id string) error
+}
