@@ -1,0 +1,135 @@
+// Package auth issues and checks tenant API keys. A key is shown once when
+// issued; only its SHA-256 is stored. A presented key is found by its public
+// id and its hash compared in constant time.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base32"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/store"
+)
+
+// Prefix starts every tenant API key: "aegis_" + id + "_" + secret.
+const Prefix = "aegis_"
+
+var b32 = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// NewKey issues a key for caller of tenant. It returns the secret, to be
+// shown once, and the record to store (hash only).
+func NewKey(tenant, caller string, now time.Time) (secret string, rec registry.Key) {
+	id := strings.ToLower(b32.EncodeToString(random(10)))
+	secret = Prefix + id + "_" + strings.ToLower(b32.EncodeToString(random(25)))
+	return secret, registry.Key{ID: id, Tenant: tenant, Caller: caller, Hash: Hash(secret), Created: now}
+}
+
+// KeyWithSecret builds the record for a key whose secret was chosen by the
+// operator (AEGIS_DEMO_KEY). The secret must have the key format.
+func KeyWithSecret(tenant, caller, secret string, now time.Time) (registry.Key, error) {
+	id, ok := KeyID(secret)
+	if !ok {
+		return registry.Key{}, errors.New(`a key must look like "aegis_<id>_<secret>" with a secret of at least 20 characters`)
+	}
+	return registry.Key{ID: id, Tenant: tenant, Caller: caller, Hash: Hash(secret), Created: now}, nil
+}
+
+// Hash is the stored form of a key: hex SHA-256. Keys are 125+ bits of
+// randomness, so a fast hash is enough (no password stretching needed).
+func Hash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// KeyID extracts the public id of a key, and whether the key is well formed.
+func KeyID(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, Prefix)
+	if !ok {
+		return "", false
+	}
+	id, secret, ok := strings.Cut(rest, "_")
+	if !ok || len(id) < 4 || len(id) > 64 || len(secret) < 20 {
+		return "", false
+	}
+	return id, true
+}
+
+func random(n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic("auth: no randomness: " + err.Error())
+	}
+	return b
+}
+
+// Error is an authentication failure: HTTP 401 {"error":"unauthorized: ..."}.
+// Its text never contains the presented key.
+type Error struct{ Reason string }
+
+func (e *Error) Error() string { return "unauthorized: " + e.Reason }
+
+// Failures a client can act on (seed 004, "Handling errors in a client").
+var (
+	ErrMissing   = &Error{"missing API key; send Authorization: Bearer <key>"}
+	ErrInvalid   = &Error{"invalid API key"}
+	ErrNotServed = &Error{"tenant not served by this gateway"}
+)
+
+// Served decides whether a tenant is served by this deployment.
+type Served func(tenant string) bool
+
+// Authenticator checks bearer keys against the registry.
+type Authenticator struct {
+	reg    registry.Reader
+	served Served
+}
+
+// NewAuthenticator returns an Authenticator over reg; served may be nil
+// (every registered tenant is served).
+func NewAuthenticator(reg registry.Reader, served Served) *Authenticator {
+	return &Authenticator{reg: reg, served: served}
+}
+
+// Authenticate checks the Authorization header value. It returns the key
+// record and its tenant, an *Error for the client, or another error when the
+// registry could not be read (the caller answers 503 without detail).
+func (a *Authenticator) Authenticate(ctx context.Context, authorization string) (registry.Key, registry.Tenant, error) {
+	key, ok := strings.CutPrefix(authorization, "Bearer ")
+	if !ok || key == "" {
+		return registry.Key{}, registry.Tenant{}, ErrMissing
+	}
+	key = strings.TrimSpace(key)
+	id, ok := KeyID(key)
+	if !ok {
+		return registry.Key{}, registry.Tenant{}, ErrInvalid
+	}
+	rec, err := a.reg.Key(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return registry.Key{}, registry.Tenant{}, ErrInvalid
+	}
+	if err != nil {
+		return registry.Key{}, registry.Tenant{}, err
+	}
+	want := Hash(key)
+	if subtle.ConstantTimeCompare([]byte(want), []byte(rec.Hash)) != 1 || rec.Revoked {
+		return registry.Key{}, registry.Tenant{}, ErrInvalid
+	}
+	t, err := a.reg.Tenant(ctx, rec.Tenant)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && t.Disabled) {
+		return registry.Key{}, registry.Tenant{}, ErrInvalid
+	}
+	if err != nil {
+		return registry.Key{}, registry.Tenant{}, err
+	}
+	if a.served != nil && !a.served(t.ID) {
+		return registry.Key{}, registry.Tenant{}, ErrNotServed
+	}
+	return rec, t, nil
+}

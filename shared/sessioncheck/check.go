@@ -1,0 +1,72 @@
+package sessioncheck
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/store"
+)
+
+// Package sessioncheck is the pipeline's "session" slot.
+//
+// Check is the pipeline's "session" slot. A call without a session id gets
+// a new session; a known, unexpired one is touched (one store operation);
+// anything else is the -32603 session error. Sessions fail closed: when the
+// store cannot be reached the call is refused with an internal error,
+// because a session that cannot be checked cannot carry upstream state.
+type Check struct {
+	store  session.Store
+	limits session.Limits
+	now    func() time.Time
+	log    *slog.Logger
+}
+
+// NewCheck returns the session check.
+func New(s session.Store, l session.Limits, now func() time.Time, log *slog.Logger) *Check {
+	return &Check{store: s, limits: l, now: now, log: log}
+}
+
+// Slot implements pipeline.Check.
+func (*Check) Slot() string { return "session" }
+
+// Check implements pipeline.Check.
+func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
+	now := k.now()
+	if c.SessionID == "" {
+		r := session.Record{ID: NewID(), Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
+		if err := k.store.Create(ctx, r); err != nil {
+			k.log.Error("session create failed", "correlation_id", c.CorrelationID, "err", err)
+			return refusal.Internal(c.CorrelationID)
+		}
+		c.SessionID, c.NewSession, c.Session = r.ID, true, r
+		return nil
+	}
+	r, err := k.store.Touch(ctx, c.Tenant.ID, c.SessionID, now, k.limits)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return refusal.Session()
+	case err != nil:
+		k.log.Error("session lookup failed", "correlation_id", c.CorrelationID, "err", err)
+		return refusal.Internal(c.CorrelationID)
+	}
+	c.Session = r
+	return nil
+}
+
+// NewID returns a new session id: 128 random bits, hex.
+func NewID() string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic("session: no randomness: " + err.Error())
+	}
+	return hex.EncodeToString(b)
+}
+
+var _ pipeline.Check = (*Check)(nil)

@@ -1,0 +1,264 @@
+// Package upstream talks to tenants' MCP servers over Streamable HTTP. It
+// forwards JSON-RPC messages as raw bytes, reads JSON or SSE answers to the
+// final response, and reports failures as typed errors the gateway maps to
+// the seed's failure contract (-32000, -32064).
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/registry"
+)
+
+// ProtocolVersion is the version aegis offers upstream servers.
+const ProtocolVersion = "2025-11-25"
+
+// MaxResponseBytes caps what aegis reads from an upstream answer.
+const MaxResponseBytes = 8 << 20
+
+// Credentials resolves a brokered credential reference to its value.
+type Credentials interface {
+	Resolve(ctx context.Context, ref string) (string, error)
+}
+
+// Session is the upstream's own session for one gateway session and server.
+type Session struct {
+	ID       string // Mcp-Session-Id the upstream issued ("" if it issues none)
+	Protocol string // negotiated protocol version
+}
+
+// Encode packs s for the gateway session record.
+func (s Session) Encode() string { return s.Protocol + " " + s.ID }
+
+// DecodeSession unpacks what Encode produced; ok is false for "".
+func DecodeSession(v string) (Session, bool) {
+	p, id, ok := strings.Cut(v, " ")
+	if !ok || p == "" {
+		return Session{}, false
+	}
+	return Session{ID: id, Protocol: p}, true
+}
+
+// Client sends requests to upstream MCP servers. It is safe for concurrent use.
+type Client struct {
+	HTTP       *http.Client
+	Timeout    time.Duration // UPSTREAM_TIMEOUT_SECS
+	MaxRetries int           // UPSTREAM_MAX_RETRIES, connection failures only
+	Creds      Credentials   // may be nil when no server has a credential
+	ClientName string
+}
+
+// Errors of an upstream exchange. The gateway maps Timeout to -32064 and the
+// rest to -32000.
+type (
+	// ConnError: the request never left (dial failed); retried.
+	ConnError struct{ Err error }
+	// TimeoutError: the request was sent and no answer came in time.
+	TimeoutError struct{ After time.Duration }
+	// HTTPError: the upstream answered with a non-2xx status.
+	HTTPError struct {
+		Status int
+		Body   string // first bytes of the body, for the capped detail
+	}
+	// ProtocolError: the answer could not be read as a JSON-RPC response,
+	// or the connection broke after the request was sent.
+	ProtocolError struct{ Detail string }
+	// SessionLost: the upstream answered 404 to a request carrying its
+	// session id; the caller re-initializes once.
+	SessionLost struct{}
+)
+
+func (e *ConnError) Error() string     { return "could not connect: " + e.Err.Error() }
+func (e *ConnError) Unwrap() error     { return e.Err }
+func (e *TimeoutError) Error() string  { return fmt.Sprintf("upstream did not respond within %v", e.After) }
+func (e *HTTPError) Error() string     { return fmt.Sprintf("upstream answered HTTP %d %s", e.Status, e.Body) }
+func (e *ProtocolError) Error() string { return e.Detail }
+func (e *SessionLost) Error() string   { return "upstream session not found" }
+
+// Exchange is one request to send.
+type Exchange struct {
+	Server  *registry.Server
+	Session Session
+	ID      json.RawMessage // nil for a notification
+	Method  string
+	Params  json.RawMessage
+	Header  http.Header // extra headers (Idempotency-Key, traceparent)
+}
+
+// Send performs one exchange and returns the upstream's JSON-RPC response
+// (nil for a notification). Connection failures are retried up to MaxRetries.
+func (c *Client) Send(ctx context.Context, ex *Exchange) (*jsonrpc.Response, http.Header, error) {
+	body := encodeRequest(ex.ID, ex.Method, ex.Params)
+	var lastErr error
+	for attempt := 0; attempt <= c.MaxRetries; attempt++ {
+		resp, hdr, err := c.once(ctx, ex, body)
+		var ce *ConnError
+		if !errors.As(err, &ce) || ctx.Err() != nil {
+			return resp, hdr, err
+		}
+		lastErr = err
+	}
+	return nil, nil, lastErr
+}
+
+func encodeRequest(id json.RawMessage, method string, params json.RawMessage) []byte {
+	b := make([]byte, 0, len(params)+len(method)+64)
+	b = append(b, `{"jsonrpc":"2.0",`...)
+	if id != nil {
+		b = append(b, `"id":`...)
+		b = append(b, id...)
+		b = append(b, ',')
+	}
+	m, _ := json.Marshal(method)
+	b = append(b, `"method":`...)
+	b = append(b, m...)
+	if params != nil {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return append(b, '}')
+}
+
+func (c *Client) once(ctx context.Context, ex *Exchange, body []byte) (*jsonrpc.Response, http.Header, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	wrote := false
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote = true },
+	})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ex.Server.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, &ProtocolError{Detail: "bad upstream URL"}
+	}
+	h := req.Header
+	for k, v := range ex.Header {
+		h[k] = v
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	if ex.Session.Protocol != "" {
+		h.Set("MCP-Protocol-Version", ex.Session.Protocol)
+	}
+	if ex.Session.ID != "" {
+		h.Set("Mcp-Session-Id", ex.Session.ID)
+	}
+	if cred := ex.Server.Credential; cred != nil && c.Creds != nil {
+		v, err := c.Creds.Resolve(ctx, cred.Ref)
+		if err != nil {
+			return nil, nil, &ProtocolError{Detail: "brokered credential unavailable"}
+		}
+		h.Set(cred.Header, v)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		switch {
+		case !wrote && ctx.Err() == nil:
+			return nil, nil, &ConnError{Err: errors.Unwrap(err)}
+		case ctx.Err() != nil && wrote:
+			return nil, nil, &TimeoutError{After: c.Timeout}
+		case ctx.Err() != nil:
+			return nil, nil, &ConnError{Err: ctx.Err()}
+		default:
+			return nil, nil, &ProtocolError{Detail: "connection failed after the request was sent"}
+		}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound && ex.Session.ID != "" {
+		return nil, resp.Header, &SessionLost{}
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, resp.Header, &HTTPError{Status: resp.StatusCode, Body: string(snippet)}
+	}
+	if ex.ID == nil { // notification: 202 expected, body ignored
+		return nil, resp.Header, nil
+	}
+	raw, err := readAnswer(resp, ex.ID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, &TimeoutError{After: c.Timeout}
+		}
+		return nil, resp.Header, err
+	}
+	r, ok := jsonrpc.DecodeResponse(raw)
+	if !ok {
+		return nil, resp.Header, &ProtocolError{Detail: "upstream answer is not a JSON-RPC response"}
+	}
+	return &r, resp.Header, nil
+}
+
+// readAnswer returns the JSON-RPC response for id from a JSON or SSE body.
+func readAnswer(resp *http.Response, id json.RawMessage) ([]byte, error) {
+	ct := resp.Header.Get("Content-Type")
+	body := io.LimitReader(resp.Body, MaxResponseBytes)
+	if strings.HasPrefix(ct, "text/event-stream") {
+		return readSSE(body, id)
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, &ProtocolError{Detail: "connection broke while reading the answer"}
+	}
+	return b, nil
+}
+
+// Initialize opens an upstream session on srv: initialize, then
+// notifications/initialized.
+func (c *Client) Initialize(ctx context.Context, srv *registry.Server) (Session, error) {
+	params := []byte(`{"protocolVersion":"` + ProtocolVersion + `","capabilities":{},"clientInfo":{"name":"` + c.name() + `","version":"1"}}`)
+	resp, hdr, err := c.Send(ctx, &Exchange{Server: srv, ID: json.RawMessage(`0`), Method: "initialize", Params: params})
+	if err != nil {
+		return Session{}, err
+	}
+	if resp.Error != nil {
+		return Session{}, &ProtocolError{Detail: "upstream refused initialize: " + string(resp.Error)}
+	}
+	s := Session{ID: hdr.Get("Mcp-Session-Id"), Protocol: ProtocolVersion}
+	if v, ok := jsonrpc.StringMember(resp.Result, "protocolVersion"); ok && v != "" {
+		s.Protocol = v
+	}
+	if _, _, err := c.Send(ctx, &Exchange{Server: srv, Session: s, Method: "notifications/initialized"}); err != nil {
+		return Session{}, err
+	}
+	return s, nil
+}
+
+func (c *Client) name() string {
+	if c.ClientName != "" {
+		return c.ClientName
+	}
+	return "aegis-gateway"
+}
+
+// Call sends ex on ex.Session, initializing first when the session is empty
+// and once more when the upstream has lost it. It returns the session used,
+// so the caller can store it when it changed.
+func (c *Client) Call(ctx context.Context, ex *Exchange) (*jsonrpc.Response, Session, error) {
+	if ex.Session.Protocol == "" {
+		s, err := c.Initialize(ctx, ex.Server)
+		if err != nil {
+			return nil, Session{}, err
+		}
+		ex.Session = s
+	}
+	resp, _, err := c.Send(ctx, ex)
+	var lost *SessionLost
+	if errors.As(err, &lost) {
+		s, ierr := c.Initialize(ctx, ex.Server)
+		if ierr != nil {
+			return nil, Session{}, ierr
+		}
+		ex.Session = s
+		resp, _, err = c.Send(ctx, ex)
+	}
+	return resp, ex.Session, err
+}

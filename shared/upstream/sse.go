@@ -1,0 +1,55 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
+)
+
+// readSSE reads a text/event-stream body until the event that carries the
+// JSON-RPC response for id, and returns that event's data. Other events
+// (progress and logging notifications, server-to-client requests) are
+// dropped: API Gateway cannot stream them to the client, and a server
+// request cannot be answered through a gateway that returns one JSON reply.
+func readSSE(r io.Reader, id json.RawMessage) ([]byte, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), MaxResponseBytes)
+	var data []byte
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 { // end of event
+			if len(data) > 0 {
+				if resp, ok := jsonrpc.DecodeResponse(data); ok && sameID(resp.ID, id) {
+					return data, nil
+				}
+			}
+			data = data[:0]
+			continue
+		}
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			v = bytes.TrimPrefix(v, []byte(" "))
+			if len(data) > 0 {
+				data = append(data, '\n')
+			}
+			data = append(data, v...)
+		}
+	}
+	if len(data) > 0 { // a last event without its blank line
+		if resp, ok := jsonrpc.DecodeResponse(data); ok && sameID(resp.ID, id) {
+			return data, nil
+		}
+	}
+	if sc.Err() != nil {
+		return nil, &ProtocolError{Detail: "event stream broke before the response"}
+	}
+	return nil, &ProtocolError{Detail: "event stream ended without a response"}
+}
+
+// sameID compares ids as JSON values' bytes after trimming; upstreams echo
+// the id they were sent, so exact bytes match.
+func sameID(a, b json.RawMessage) bool {
+	return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b))
+}
