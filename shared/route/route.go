@@ -1,0 +1,226 @@
+// Package route knows which tools each tenant has and on which server: the
+// tool catalog (each server's tools/list, cached per process) and the
+// pipeline's "route" slot, which answers -32601 for a tool the tenant does
+// not have. A tenant's catalog is built only from that tenant's servers, so
+// another tenant's tool is unknown, never forbidden.
+package route
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/registry"
+)
+
+// Tool is one tool definition as its server lists it.
+type Tool struct {
+	Name string
+	Def  json.RawMessage // the exact definition object from tools/list
+}
+
+// Lister fetches a server's whole tool list (all pages).
+type Lister interface {
+	ListTools(ctx context.Context, srv *registry.Server) ([]Tool, error)
+}
+
+// Entry is a tool as a tenant sees it.
+type Entry struct {
+	Name   string // exposed name: the tool's own, or "server.tool" on a collision
+	Server *registry.Server
+	Tool   Tool
+}
+
+// Catalog caches each server's tool list for TTL. Safe for concurrent use.
+type Catalog struct {
+	reg    registry.Reader
+	lister Lister
+	ttl    time.Duration
+	now    func() time.Time
+
+	mu      sync.Mutex
+	entries map[string]cached // tenant \x00 server \x00 url
+}
+
+type cached struct {
+	tools   []Tool
+	fetched time.Time
+}
+
+// MinRefresh bounds how often a miss may refetch one server's list.
+const MinRefresh = 5 * time.Second
+
+// NewCatalog returns a catalog over reg, fetching with lister.
+func NewCatalog(reg registry.Reader, lister Lister, ttl time.Duration, now func() time.Time) *Catalog {
+	return &Catalog{reg: reg, lister: lister, ttl: ttl, now: now, entries: map[string]cached{}}
+}
+
+func cacheKey(s *registry.Server) string { return s.Tenant + "\x00" + s.Name + "\x00" + s.URL }
+
+// tools returns srv's tools, from cache unless older than maxAge.
+func (c *Catalog) tools(ctx context.Context, srv *registry.Server, maxAge time.Duration) ([]Tool, error) {
+	k := cacheKey(srv)
+	c.mu.Lock()
+	e, ok := c.entries[k]
+	c.mu.Unlock()
+	if ok && c.now().Sub(e.fetched) < maxAge {
+		return e.tools, nil
+	}
+	tools, err := c.lister.ListTools(ctx, srv)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.entries[k] = cached{tools: tools, fetched: c.now()}
+	c.mu.Unlock()
+	return tools, nil
+}
+
+// ServerError is a server whose tools could not be listed.
+type ServerError struct {
+	Server string
+	Err    error
+}
+
+func (e *ServerError) Error() string { return fmt.Sprintf("server %s: %v", e.Server, e.Err) }
+func (e *ServerError) Unwrap() error { return e.Err }
+
+// View lists the tools of tenant, over all servers or only the one named
+// only. Names colliding across servers are exposed as "server.tool" for
+// every server that has them. Servers that cannot be listed are skipped and
+// reported in errs.
+func (c *Catalog) View(ctx context.Context, tenant, only string) (out []Entry, errs []error, err error) {
+	return c.view(ctx, tenant, only, c.ttl)
+}
+
+func (c *Catalog) view(ctx context.Context, tenant, only string, maxAge time.Duration) (out []Entry, errs []error, err error) {
+	servers, err := c.reg.Servers(ctx, tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	count := map[string]int{}
+	for i := range servers {
+		srv := &servers[i]
+		if only != "" && srv.Name != only {
+			continue
+		}
+		tools, err := c.tools(ctx, srv, maxAge)
+		if err != nil {
+			errs = append(errs, &ServerError{Server: srv.Name, Err: err})
+			continue
+		}
+		for _, t := range tools {
+			out = append(out, Entry{Name: t.Name, Server: srv, Tool: t})
+			count[t.Name]++
+		}
+	}
+	for i := range out {
+		if count[out[i].Name] > 1 {
+			out[i].Name = out[i].Server.Name + "." + out[i].Tool.Name
+		}
+	}
+	return out, errs, nil
+}
+
+// HasServer reports whether tenant has a server called name.
+func (c *Catalog) HasServer(ctx context.Context, tenant, name string) (bool, error) {
+	servers, err := c.reg.Servers(ctx, tenant)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range servers {
+		if s.Name == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Resolve finds the tool a tenant asked for: by exposed name, or by
+// "server.tool", limited to server when it is not empty. ok is false when
+// the tenant has no such tool. A miss refetches the lists once (at most
+// every MinRefresh), so a newly added tool is found.
+func (c *Catalog) Resolve(ctx context.Context, tenant, server, name string) (e Entry, ok bool, errs []error, err error) {
+	for _, maxAge := range []time.Duration{c.ttl, MinRefresh} {
+		var view []Entry
+		view, errs, err = c.view(ctx, tenant, server, maxAge)
+		if err != nil {
+			return Entry{}, false, nil, err
+		}
+		if e, ok := match(view, name); ok {
+			return e, true, nil, nil
+		}
+	}
+	return Entry{}, false, errs, nil
+}
+
+func match(view []Entry, name string) (Entry, bool) {
+	for _, e := range view {
+		if e.Name == name {
+			return e, true
+		}
+	}
+	if srv, tool, ok := strings.Cut(name, "."); ok {
+		for _, e := range view {
+			if e.Server.Name == srv && e.Tool.Name == tool {
+				return e, true
+			}
+		}
+	}
+	return Entry{}, false
+}
+
+// Check is the pipeline's "route" slot for tools/call.
+type Check struct{ cat *Catalog }
+
+// NewCheck returns the route check over cat.
+func NewCheck(cat *Catalog) *Check { return &Check{cat: cat} }
+
+// Slot implements pipeline.Check.
+func (*Check) Slot() string { return "route" }
+
+// Check implements pipeline.Check: it resolves c.Tool to its server and
+// upstream name, or refuses with -32601. When the tool is not found and a
+// server could not be listed, the answer is -32000 naming that server, since
+// the tool may well exist there.
+func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
+	if c.Method != "tools/call" {
+		return nil
+	}
+	if c.RequestedServer != "" {
+		ok, err := k.cat.HasServer(ctx, c.Tenant.ID, c.RequestedServer)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return refusal.Unknown("server " + c.RequestedServer)
+		}
+	}
+	e, ok, errs, err := k.cat.Resolve(ctx, c.Tenant.ID, c.RequestedServer, c.Tool)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if len(errs) > 0 {
+			var se *ServerError
+			if x, ok := errs[0].(*ServerError); ok {
+				se = x
+			}
+			if se != nil {
+				return refusal.Upstream("could not list the tools of " + se.Server)
+			}
+		}
+		return refusal.Unknown("tool " + c.Tool)
+	}
+	c.Server = e.Server
+	c.UpstreamTool = e.Tool.Name
+	c.Settings = e.Server.Tools[e.Tool.Name]
+	return nil
+}
+
+var _ pipeline.Check = (*Check)(nil)
