@@ -1,0 +1,211 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/upstream"
+)
+
+// toolsList answers from the tool catalog, filtered by the same decision
+// code tools/call uses (pipeline.Visible), so a hidden tool cannot be
+// called and a callable tool is never hidden.
+func (g *Gateway) toolsList(ctx context.Context, w http.ResponseWriter, ep endpoint, c *pipeline.Call) {
+	view, errs, err := g.o.Catalog.View(ctx, c.Tenant.ID, ep.server)
+	if err != nil {
+		g.internal(w, c, err)
+		return
+	}
+	for _, e := range errs {
+		g.o.Logger.Warn("tools/list: server skipped", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "err", e)
+	}
+	if ep.server != "" && len(errs) > 0 {
+		writeRefusal(w, c.ID, refusal.Upstream("could not list the tools of "+ep.server), "", c.Method)
+		return
+	}
+	out := make([]byte, 0, 4096)
+	out = append(out, `{"tools":[`...)
+	n := 0
+	for _, e := range view {
+		if !g.o.Pipeline.Visible(ctx, c, e.Server, e.Tool.Name) {
+			continue
+		}
+		def := e.Tool.Def
+		if e.Name != e.Tool.Name {
+			name, _ := json.Marshal(e.Name)
+			def = jsonrpc.Edit(def, "name", name)
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, def...)
+		n++
+	}
+	out = append(out, "]}"...)
+	writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, out))
+}
+
+// toolsCall runs the whole pipeline, forwards what is allowed, and audits
+// every outcome.
+func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
+	outcome, code, word := pipeline.Allowed, 0, ""
+	defer func() {
+		c.Finish(outcome)
+		g.audit(ctx, c, outcome, code, word)
+	}()
+	refuse := func(err error) {
+		var ref *refusal.Refusal
+		if errors.As(err, &ref) {
+			outcome, code, word = pipeline.Refused, int(ref.Code), string(ref.Word)
+			if ref.Word == refusal.InternalError {
+				outcome = pipeline.Failed
+			}
+		} else {
+			outcome, code, word = pipeline.Failed, int(refusal.CodeInternal), string(refusal.InternalError)
+		}
+		g.refuse(w, ep, c, err)
+	}
+	if ep.mcp && c.SessionID == "" {
+		refuse(refusal.New(refusal.InvalidRequest, "Invalid request: Mcp-Session-Id header is required; send initialize first"))
+		return
+	}
+	if ref := g.callParams(ep, c); ref != nil {
+		refuse(ref)
+		return
+	}
+	err := g.o.Pipeline.Run(ctx, c)
+	g.sessionHeaders(w, ep, c)
+	if err != nil {
+		refuse(err)
+		return
+	}
+	resp, err := g.forward(ctx, r, c)
+	if err != nil {
+		ref, o := upstreamRefusal(err, g.o.Settings.UpstreamTimeout)
+		g.o.Logger.Warn("upstream failed", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", c.Server.Name, "err", err)
+		outcome, code, word = o, int(ref.Code), string(ref.Word)
+		writeRefusal(w, c.ID, ref, c.Tenant.RefusalShape, c.Method)
+		return
+	}
+	if resp.Error != nil {
+		// The upstream's own JSON-RPC error: passed through with its code.
+		outcome = pipeline.Failed
+		var e struct {
+			Code int `json:"code"`
+		}
+		_ = json.Unmarshal(resp.Error, &e)
+		code = e.Code
+		writeFrame(w, http.StatusOK, errorFrame(c.ID, resp.Error))
+		return
+	}
+	writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, resp.Result))
+}
+
+func errorFrame(id, errObj json.RawMessage) []byte {
+	out := make([]byte, 0, len(id)+len(errObj)+40)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	out = append(out, `,"error":`...)
+	out = append(out, errObj...)
+	return append(out, '}')
+}
+
+// callParams reads name and server from tools/call params.
+func (g *Gateway) callParams(ep endpoint, c *pipeline.Call) *refusal.Refusal {
+	if len(c.Params) == 0 || c.Params[0] != '{' {
+		return refusal.New(refusal.InvalidParams, "Invalid params: tools/call needs an object with a name")
+	}
+	name, ok := jsonrpc.StringMember(c.Params, "name")
+	if !ok || name == "" {
+		return refusal.New(refusal.InvalidParams, `Invalid params: "name" must be a non-empty string`)
+	}
+	c.Tool = name
+	if args := jsonrpc.Member(c.Params, "arguments"); args != nil && args[0] != '{' && string(args) != "null" {
+		return refusal.New(refusal.InvalidParams, `Invalid params: "arguments" must be an object`)
+	}
+	if raw := jsonrpc.Member(c.Params, "server"); raw != nil {
+		srv, ok := jsonrpc.StringMember(c.Params, "server")
+		if !ok {
+			return refusal.New(refusal.InvalidParams, `Invalid params: "server" must be a string`)
+		}
+		if ep.server != "" && srv != ep.server {
+			return refusal.New(refusal.InvalidParams, `Invalid params: "server" differs from the server in the path`)
+		}
+		c.RequestedServer = srv
+	}
+	return nil
+}
+
+// forward sends the call to its upstream on the gateway session's upstream
+// session, storing the upstream session when it was (re)opened.
+func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call) (*jsonrpc.Response, error) {
+	params := c.Params
+	if c.UpstreamTool != c.Tool {
+		name, _ := json.Marshal(c.UpstreamTool)
+		params = jsonrpc.Edit(params, "name", name)
+	}
+	if jsonrpc.Member(params, "server") != nil {
+		params = jsonrpc.Edit(params, "server", nil)
+	}
+	prev, _ := upstream.DecodeSession(c.Session.Upstream[c.Server.Name])
+	hdr := http.Header{}
+	if tp := r.Header.Get("traceparent"); tp != "" {
+		hdr.Set("traceparent", tp)
+	}
+	if c.IdempotencyKey != "" {
+		hdr.Set("Idempotency-Key", c.IdempotencyKey)
+	}
+	ex := &upstream.Exchange{Server: c.Server, Session: prev, ID: c.ID, Method: "tools/call", Params: params, Header: hdr}
+	resp, used, err := g.o.Upstream.Call(ctx, ex)
+	if used != prev && used.Protocol != "" {
+		if serr := g.o.Sessions.SetUpstream(ctx, c.Tenant.ID, c.SessionID, c.Server.Name, used.Encode()); serr != nil {
+			g.o.Logger.Warn("could not store upstream session", "correlation_id", c.CorrelationID, "err", serr)
+		}
+	}
+	return resp, err
+}
+
+// upstreamRefusal maps an upstream failure to the seed's contract.
+func upstreamRefusal(err error, timeout interface{ Seconds() float64 }) (*refusal.Refusal, pipeline.Outcome) {
+	var te *upstream.TimeoutError
+	if errors.As(err, &te) {
+		return refusal.Timeout(int(timeout.Seconds())), pipeline.Indeterminate
+	}
+	return refusal.Upstream(err.Error()), pipeline.Failed
+}
+
+func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o pipeline.Outcome, code int, word string) {
+	rec := audit.Record{
+		Time:          c.Start.UTC(),
+		Tenant:        c.Tenant.ID,
+		Caller:        c.Caller,
+		Session:       c.SessionID,
+		CorrelationID: c.CorrelationID,
+		Layer:         "gateway",
+		Method:        c.Method,
+		Tool:          c.Tool,
+		ParamsHash:    audit.HashParams(jsonrpc.Member(c.Params, "arguments")),
+		Code:          code,
+		Word:          word,
+		Outcome:       string(o),
+		LatencyMs:     float64(g.o.Now().Sub(c.Start).Microseconds()) / 1000,
+		PolicyHash:    c.PolicyHash,
+	}
+	if c.Server != nil {
+		rec.Server = c.Server.Name
+		rec.Tool = c.UpstreamTool
+	}
+	if g.o.Audit == nil {
+		g.o.Logger.Info("audit", "record", rec)
+		return
+	}
+	if err := g.o.Audit.Write(context.WithoutCancel(ctx), rec); err != nil {
+		g.o.Logger.Error("audit write failed; record kept in this log line", "record", rec, "err", err)
+	}
+}

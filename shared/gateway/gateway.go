@@ -1,0 +1,386 @@
+// Package gateway is aegis's one http.Handler: POST /v1/invoke, and MCP
+// Streamable HTTP on /mcp (all of a tenant's servers) and /mcp/{server}.
+// The same handler runs under `aegis serve` and, through shared/apigw, on
+// Lambda. Everything it needs comes in through Options.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/auth"
+	"github.com/aegis-gw/aegis/shared/config"
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/route"
+	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/upstream"
+)
+
+// Options are the gateway's dependencies. Registry, Sessions, Pipeline,
+// Catalog and Upstream are required.
+type Options struct {
+	Settings config.Settings
+	Registry registry.Reader
+	Sessions session.Store
+	Pipeline *pipeline.Pipeline
+	Catalog  *route.Catalog
+	Upstream *upstream.Client
+	Audit    audit.Writer     // nil: records go to the log only
+	Logger   *slog.Logger     // nil: slog.Default()
+	Now      func() time.Time // nil: time.Now
+	Version  string
+}
+
+// Gateway serves the invoke path.
+type Gateway struct {
+	o    Options
+	auth *auth.Authenticator
+}
+
+// New returns a gateway. Options are copied and defaults filled.
+func New(o Options) *Gateway {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	return &Gateway{o: o, auth: auth.NewAuthenticator(o.Registry, o.Settings.Served)}
+}
+
+// ServeHTTP implements http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	corr := correlationID(r.Header.Get("traceparent"))
+	w.Header().Set("X-Correlation-ID", corr)
+	path := r.URL.Path
+	var ep endpoint
+	switch {
+	case path == "/v1/invoke":
+		ep = endpoint{invoke: true}
+	case path == "/mcp" || path == "/mcp/":
+		ep = endpoint{mcp: true}
+	case strings.HasPrefix(path, "/mcp/") && !strings.Contains(path[5:], "/"):
+		ep = endpoint{mcp: true, server: path[5:]}
+	default:
+		writeJSON(w, http.StatusNotFound, `{"error":"not found"}`)
+		return
+	}
+	if !g.originAllowed(r.Header.Get("Origin")) {
+		writeJSON(w, http.StatusForbidden, `{"error":"forbidden: origin not allowed"}`)
+		return
+	}
+	switch {
+	case r.Method == http.MethodPost:
+		g.post(w, r, ep, corr)
+	case r.Method == http.MethodDelete && ep.mcp:
+		g.deleteSession(w, r, corr)
+	default:
+		w.Header().Set("Allow", allow(ep))
+		writeJSON(w, http.StatusMethodNotAllowed, `{"error":"method not allowed"}`)
+	}
+}
+
+type endpoint struct {
+	invoke, mcp bool
+	server      string // /mcp/{server}
+}
+
+func allow(ep endpoint) string {
+	if ep.mcp {
+		return "POST, DELETE"
+	}
+	return "POST"
+}
+
+func writeJSON(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}
+
+func writeFrame(w http.ResponseWriter, status int, frame []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(frame)
+}
+
+// writeRefusal answers id with r, in the tenant's chosen shape for tools/call.
+func writeRefusal(w http.ResponseWriter, id json.RawMessage, r *refusal.Refusal, shape, method string) {
+	if shape == registry.ShapeResult && method == "tools/call" && r.Code != refusal.CodeInternal {
+		writeFrame(w, http.StatusOK, jsonrpc.Result(id, refusalResult(r)))
+		return
+	}
+	writeFrame(w, r.HTTPStatus(), jsonrpc.Refusal(id, r, refusal.LayerGateway))
+}
+
+// refusalResult is a refusal as a CallToolResult with isError (seed 002),
+// the same code, word and data in structuredContent.
+func refusalResult(r *refusal.Refusal) json.RawMessage {
+	obj := r.Object(refusal.LayerGateway)
+	b, _ := json.Marshal(map[string]any{
+		"content":           []map[string]string{{"type": "text", "text": obj.Message}},
+		"isError":           true,
+		"structuredContent": map[string]any{"code": obj.Code, "message": obj.Message, "data": obj.Data},
+	})
+	return b
+}
+
+// correlationID is the trace-id of a valid W3C traceparent, else a new id.
+func correlationID(tp string) string {
+	// version "-" trace-id(32) "-" parent-id(16) "-" flags(2)
+	if len(tp) >= 55 && tp[2] == '-' && tp[35] == '-' && tp[52] == '-' &&
+		isHex(tp[:2]) && tp[:2] != "ff" && isHex(tp[3:35]) && isHex(tp[36:52]) && isHex(tp[53:55]) &&
+		(len(tp) == 55 || (tp[:2] != "00" && tp[55] == '-')) &&
+		tp[3:35] != strings.Repeat("0", 32) && tp[36:52] != strings.Repeat("0", 16) {
+		return tp[3:35]
+	}
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// originAllowed implements the Streamable HTTP transport's Origin check: no
+// Origin (non-browser clients) is fine; a browser origin must be listed in
+// ALLOWED_ORIGINS, or be a loopback origin under `aegis serve`.
+func (g *Gateway) originAllowed(origin string) bool {
+	if origin == "" {
+		return true
+	}
+	for _, o := range g.o.Settings.AllowedOrigins {
+		if o == origin {
+			return true
+		}
+	}
+	if g.o.Settings.LocalMode {
+		for _, p := range []string{"http://localhost", "http://127.0.0.1", "http://[::1]"} {
+			if rest, ok := strings.CutPrefix(origin, p); ok && (rest == "" || (rest[0] == ':' && len(rest) > 1 && isDigits(rest[1:]))) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// readBody reads at most max bytes; status is 413 over the limit, 400 when
+// the body could not be read.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, int) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, http.StatusRequestEntityTooLarge
+	case err != nil:
+		return nil, http.StatusBadRequest
+	}
+	return b, 0
+}
+
+// post serves one JSON-RPC message in the order of design §2.2.
+func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr string) {
+	ctx := r.Context()
+	body, status := readBody(w, r, g.o.Settings.MaxBodyBytes)
+	switch status {
+	case http.StatusRequestEntityTooLarge:
+		ref := refusal.New(refusal.InvalidRequest, "Invalid request: body exceeds the size limit")
+		writeFrame(w, status, jsonrpc.Refusal(jsonrpc.Null, ref, refusal.LayerGateway))
+		return
+	case http.StatusBadRequest:
+		ref := refusal.New(refusal.ParseError, "Parse error: body could not be read")
+		writeFrame(w, status, jsonrpc.Refusal(jsonrpc.Null, ref, refusal.LayerGateway))
+		return
+	}
+	req, derr := jsonrpc.Decode(body)
+	if derr != nil && derr.Refusal.Code == refusal.CodeParseError {
+		writeFrame(w, http.StatusBadRequest, jsonrpc.Refusal(jsonrpc.Null, derr.Refusal, refusal.LayerGateway))
+		return
+	}
+	key, tenant, err := g.auth.Authenticate(ctx, r.Header.Get("Authorization"))
+	if err != nil {
+		var ae *auth.Error
+		if errors.As(err, &ae) {
+			b, _ := json.Marshal(map[string]string{"error": ae.Error()})
+			w.Header().Set("WWW-Authenticate", `Bearer realm="aegis"`)
+			writeFrame(w, http.StatusUnauthorized, b)
+			return
+		}
+		g.o.Logger.Error("registry unavailable during authentication", "correlation_id", corr, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, `{"error":"unavailable: the key registry could not be read; correlation id `+corr+`"}`)
+		return
+	}
+	if derr != nil {
+		writeFrame(w, http.StatusOK, jsonrpc.Refusal(derr.ID, derr.Refusal, refusal.LayerGateway))
+		return
+	}
+	if ep.mcp {
+		if ok := g.mcpHeaders(w, r, req); !ok {
+			return
+		}
+	}
+	if req.IsNotification() {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	c := &pipeline.Call{
+		Tenant:          tenant,
+		Caller:          key.Caller,
+		KeyID:           key.ID,
+		CorrelationID:   corr,
+		Method:          req.Method,
+		ID:              req.ID,
+		Params:          req.Params,
+		Start:           g.o.Now(),
+		RequestedServer: ep.server,
+		IdempotencyKey:  r.Header.Get("Idempotency-Key"),
+		PolicyHash:      PolicyHashStandIn,
+	}
+	if ep.mcp {
+		c.SessionID = r.Header.Get("Mcp-Session-Id")
+	} else {
+		c.SessionID = r.Header.Get("X-Session-ID")
+	}
+	g.dispatch(ctx, w, r, ep, c)
+}
+
+// PolicyHashStandIn is recorded as the policy-set hash until policies
+// exist: the hash of the empty policy set.
+const PolicyHashStandIn = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
+	if ep.server != "" {
+		ok, err := g.o.Catalog.HasServer(ctx, c.Tenant.ID, ep.server)
+		if err != nil {
+			g.internal(w, c, err)
+			return
+		}
+		if !ok {
+			writeRefusal(w, c.ID, refusal.Unknown("server "+ep.server), c.Tenant.RefusalShape, c.Method)
+			return
+		}
+	}
+	switch c.Method {
+	case "initialize":
+		if !ep.mcp {
+			writeRefusal(w, c.ID, refusal.Unknown("initialize (served on /mcp)"), "", c.Method)
+			return
+		}
+		g.initialize(ctx, w, c)
+	case "ping":
+		if g.session(ctx, w, ep, c) {
+			writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, json.RawMessage(`{}`)))
+		}
+	case "tools/list":
+		if g.session(ctx, w, ep, c) {
+			g.toolsList(ctx, w, ep, c)
+		}
+	case "tools/call":
+		g.toolsCall(ctx, w, r, ep, c)
+	default:
+		if g.session(ctx, w, ep, c) {
+			writeRefusal(w, c.ID, refusal.Unknown(c.Method), "", c.Method)
+		}
+	}
+}
+
+// session runs the session slot alone (methods other than tools/call) and
+// answers the client itself when it refuses. It reports whether to go on.
+func (g *Gateway) session(ctx context.Context, w http.ResponseWriter, ep endpoint, c *pipeline.Call) bool {
+	if ep.mcp && c.SessionID == "" {
+		writeRefusal(w, c.ID, refusal.New(refusal.InvalidRequest, "Invalid request: Mcp-Session-Id header is required; send initialize first"), "", c.Method)
+		return false
+	}
+	err := g.o.Pipeline.RunUntil(ctx, c, "ratelimit")
+	g.sessionHeaders(w, ep, c)
+	if err != nil {
+		g.refuse(w, ep, c, err)
+		return false
+	}
+	return true
+}
+
+func (g *Gateway) sessionHeaders(w http.ResponseWriter, ep endpoint, c *pipeline.Call) {
+	if c.SessionID != "" && c.Session.ID != "" {
+		w.Header().Set("X-Session-ID", c.SessionID)
+		if ep.mcp {
+			w.Header().Set("Mcp-Session-Id", c.SessionID)
+		}
+	}
+}
+
+// refuse answers a refusal or an internal failure. On /mcp an unknown
+// session is HTTP 404 (the transport's signal to re-initialize) with the
+// -32603 session error in the body.
+func (g *Gateway) refuse(w http.ResponseWriter, ep endpoint, c *pipeline.Call, err error) {
+	var ref *refusal.Refusal
+	if !errors.As(err, &ref) {
+		g.internal(w, c, err)
+		return
+	}
+	if ep.mcp && ref.Word == refusal.SessionError {
+		ref.Status = http.StatusNotFound
+	}
+	writeRefusal(w, c.ID, ref, c.Tenant.RefusalShape, c.Method)
+}
+
+func (g *Gateway) internal(w http.ResponseWriter, c *pipeline.Call, err error) {
+	g.o.Logger.Error("internal error", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "method", c.Method, "err", err)
+	writeRefusal(w, c.ID, refusal.Internal(c.CorrelationID), "", c.Method)
+}
+
+func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request, corr string) {
+	_, tenant, err := g.auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+	if err != nil {
+		var ae *auth.Error
+		if errors.As(err, &ae) {
+			b, _ := json.Marshal(map[string]string{"error": ae.Error()})
+			writeFrame(w, http.StatusUnauthorized, b)
+			return
+		}
+		writeJSON(w, http.StatusServiceUnavailable, `{"error":"unavailable; correlation id `+corr+`"}`)
+		return
+	}
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		writeJSON(w, http.StatusBadRequest, `{"error":"Mcp-Session-Id header is required"}`)
+		return
+	}
+	if err := g.o.Sessions.Delete(r.Context(), tenant.ID, id); err != nil {
+		g.o.Logger.Error("session delete failed", "correlation_id", corr, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, `{"error":"unavailable; correlation id `+corr+`"}`)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,77 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/refusal"
+)
+
+// ProtocolVersions are the MCP versions /mcp speaks, newest first. A client
+// asking for another version in initialize is offered the newest; a request
+// carrying an unsupported MCP-Protocol-Version header is refused with 400,
+// which is also how a 2026-07-28 client's server/discover probe learns to
+// fall back to initialize.
+var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+
+// mcpHeaders applies the Streamable HTTP transport's header rules to a POST
+// on /mcp. It answers the client itself and returns false on a violation.
+func (g *Gateway) mcpHeaders(w http.ResponseWriter, r *http.Request, req *jsonrpc.Request) bool {
+	if !acceptsBoth(r.Header.Values("Accept")) {
+		ref := refusal.New(refusal.InvalidRequest, "Invalid request: Accept must list application/json and text/event-stream")
+		writeFrame(w, http.StatusNotAcceptable, jsonrpc.Refusal(req.ReplyID(), ref, refusal.LayerGateway))
+		return false
+	}
+	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && req.Method != "initialize" && !slices.Contains(ProtocolVersions, v) {
+		ref := refusal.New(refusal.InvalidRequest, "Invalid request: unsupported MCP-Protocol-Version "+v+"; supported: "+strings.Join(ProtocolVersions, ", "))
+		writeFrame(w, http.StatusBadRequest, jsonrpc.Refusal(req.ReplyID(), ref, refusal.LayerGateway))
+		return false
+	}
+	return true
+}
+
+func acceptsBoth(values []string) bool {
+	var js, sse bool
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+			switch strings.ToLower(strings.TrimSpace(mt)) {
+			case "*/*":
+				js, sse = true, true
+			case "application/json", "application/*":
+				js = true
+			case "text/event-stream", "text/*":
+				sse = true
+			}
+		}
+	}
+	return js && sse
+}
+
+// initialize opens a gateway session for an MCP client: the session id is
+// both Mcp-Session-Id and X-Session-ID.
+func (g *Gateway) initialize(ctx context.Context, w http.ResponseWriter, c *pipeline.Call) {
+	asked, _ := jsonrpc.StringMember(c.Params, "protocolVersion")
+	version := ProtocolVersions[0]
+	if slices.Contains(ProtocolVersions, asked) {
+		version = asked
+	}
+	c.SessionID = "" // initialize always opens a new session
+	if err := g.o.Pipeline.RunUntil(ctx, c, "ratelimit"); err != nil {
+		g.refuse(w, endpoint{mcp: true}, c, err)
+		return
+	}
+	g.sessionHeaders(w, endpoint{mcp: true}, c)
+	res, _ := json.Marshal(map[string]any{
+		"protocolVersion": version,
+		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
+		"serverInfo":      map[string]string{"name": "aegis", "version": g.o.Version},
+		"instructions":    "aegis gateway: tools of your tenant's MCP servers, checked and audited.",
+	})
+	writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, res))
+}

@@ -1,0 +1,138 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/config"
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/route"
+	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/sessioncheck"
+	"github.com/aegis-gw/aegis/shared/upstream"
+)
+
+// Backend is every store the gateway needs, from one implementation
+// (shared/memstore or shared/dynamo).
+type Backend struct {
+	Registry registry.Reader
+	Sessions session.Store
+	Audit    audit.Writer
+}
+
+// Deps is what Build needs besides the backend.
+type Deps struct {
+	Settings    config.Settings
+	Backend     Backend
+	Logger      *slog.Logger
+	Now         func() time.Time
+	HTTP        *http.Client         // nil: NewHTTPClient()
+	Credentials upstream.Credentials // nil: no brokered credentials resolvable
+	CatalogTTL  time.Duration        // 0: one minute
+	Version     string
+}
+
+// Build wires the standard gateway: the pipeline in the order of
+// pipeline.Order with every check that exists, over one backend.
+func Build(d Deps) (*Gateway, error) {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.HTTP == nil {
+		d.HTTP = NewHTTPClient()
+	}
+	if d.CatalogTTL == 0 {
+		d.CatalogTTL = time.Minute
+	}
+	s, b := d.Settings, d.Backend
+	up := &upstream.Client{HTTP: d.HTTP, Timeout: s.UpstreamTimeout, MaxRetries: s.UpstreamMaxRetries, Creds: d.Credentials}
+	cat := route.NewCatalog(b.Registry, lister{up}, d.CatalogTTL, d.Now)
+	pipe, err := pipeline.New(
+		sessioncheck.New(b.Sessions, session.Limits{Lifetime: s.SessionLifetime, Idle: s.SessionIdle}, d.Now, d.Logger),
+		route.NewCheck(cat),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return New(Options{
+		Settings: s,
+		Registry: b.Registry,
+		Sessions: b.Sessions,
+		Pipeline: pipe,
+		Catalog:  cat,
+		Upstream: up,
+		Audit:    b.Audit,
+		Logger:   d.Logger,
+		Now:      d.Now,
+		Version:  d.Version,
+	}), nil
+}
+
+// NewHTTPClient is the transport for upstream calls: pooled keep-alive
+// connections, and no redirects followed (a 3xx is an upstream error).
+func NewHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 64
+	t.IdleConnTimeout = 90 * time.Second
+	return &http.Client{
+		Transport:     t,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// lister fetches a server's tool list over a fresh upstream session.
+type lister struct{ up *upstream.Client }
+
+// maxPages bounds tools/list pagination.
+const maxPages = 20
+
+func (l lister) ListTools(ctx context.Context, srv *registry.Server) ([]route.Tool, error) {
+	sess, err := l.up.Initialize(ctx, srv)
+	if err != nil {
+		return nil, err
+	}
+	var tools []route.Tool
+	var cursor string
+	for page := 0; page < maxPages; page++ {
+		params := json.RawMessage(`{}`)
+		if cursor != "" {
+			c, _ := json.Marshal(cursor)
+			params = jsonrpc.Edit(params, "cursor", c)
+		}
+		resp, _, err := l.up.Send(ctx, &upstream.Exchange{Server: srv, Session: sess, ID: json.RawMessage(fmt.Sprint(page + 1)), Method: "tools/list", Params: params})
+		if err != nil {
+			return nil, err
+		}
+		if resp.Error != nil {
+			return nil, &upstream.ProtocolError{Detail: "tools/list failed: " + string(resp.Error)}
+		}
+		var res struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(resp.Result, &res); err != nil {
+			return nil, &upstream.ProtocolError{Detail: "tools/list result unreadable"}
+		}
+		for _, def := range res.Tools {
+			if name, ok := jsonrpc.StringMember(def, "name"); ok && name != "" {
+				tools = append(tools, route.Tool{Name: name, Def: def})
+			}
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		cursor = res.NextCursor
+	}
+	return tools, nil
+}
