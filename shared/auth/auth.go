@@ -77,7 +77,7 @@ func (e *Error) Error() string { return "unauthorized: " + e.Reason }
 
 // Failures a client can act on (seed 004, "Handling errors in a client").
 var (
-	ErrMissing   = &Error{"missing API key; send Authorization: Bearer <key>"}
+	ErrMissing   = &Error{"missing API key; send the header Authorization: Bearer KEY"}
 	ErrInvalid   = &Error{"invalid API key"}
 	ErrNotServed = &Error{"tenant not served by this gateway"}
 )

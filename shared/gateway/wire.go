@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -49,7 +50,7 @@ func Build(d Deps) (*Gateway, error) {
 		d.Now = time.Now
 	}
 	if d.HTTP == nil {
-		d.HTTP = NewHTTPClient()
+		d.HTTP = NewHTTPClient(d.Settings.LocalMode)
 	}
 	if d.CatalogTTL == 0 {
 		d.CatalogTTL = time.Minute
@@ -79,9 +80,12 @@ func Build(d Deps) (*Gateway, error) {
 }
 
 // NewHTTPClient is the transport for upstream calls: pooled keep-alive
-// connections, and no redirects followed (a 3xx is an upstream error).
-func NewHTTPClient() *http.Client {
+// connections, no redirects followed (a 3xx is an upstream error), and every
+// dialed address checked by upstream.Control (no link-local or metadata
+// addresses; loopback only in local mode).
+func NewHTTPClient(local bool) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: upstream.Control(local)}).DialContext
 	t.MaxIdleConns = 256
 	t.MaxIdleConnsPerHost = 64
 	t.IdleConnTimeout = 90 * time.Second

@@ -1,0 +1,199 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/upstream"
+)
+
+// File is the YAML configuration of `aegis serve --config FILE`: the
+// registry a local gateway starts with. docs/config.md documents each field.
+type File struct {
+	Tenants []FileTenant `yaml:"tenants"`
+}
+
+// FileTenant is one tenant in a config file.
+type FileTenant struct {
+	ID               string       `yaml:"id"`
+	Tier             string       `yaml:"tier"`
+	RefusalShape     string       `yaml:"refusal_shape"`
+	WebhookURL       string       `yaml:"webhook_url"`
+	WebhookSecretRef string       `yaml:"webhook_secret_ref"`
+	Keys             []FileKey    `yaml:"keys"`
+	Servers          []FileServer `yaml:"servers"`
+}
+
+// FileKey is an API key, stored as its hash: the public id (the part after
+// "aegis_") and the hex SHA-256 of the whole key.
+type FileKey struct {
+	ID     string `yaml:"id"`
+	Caller string `yaml:"caller"`
+	SHA256 string `yaml:"sha256"`
+}
+
+// FileServer is one upstream MCP server. URL may use ${VAR} to take a value
+// from the environment (the demo's upstream port is only known at start).
+type FileServer struct {
+	Name       string                           `yaml:"name"`
+	URL        string                           `yaml:"url"`
+	Credential *registry.Credential             `yaml:"credential"`
+	Tools      map[string]registry.ToolSettings `yaml:"tools"`
+}
+
+var (
+	nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	hashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	keyRE  = regexp.MustCompile(`^[a-z0-9]{4,64}$`)
+	hdrRE  = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+)
+
+// LoadFile reads and validates a config file.
+func LoadFile(path string, local bool) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	f, err := ParseFile(b, os.Getenv, local)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// ParseFile decodes and validates YAML; unknown fields are errors. getenv
+// expands ${VAR} in server URLs.
+func ParseFile(b []byte, getenv func(string) string, local bool) (*File, error) {
+	var f File
+	d := yaml.NewDecoder(bytes.NewReader(b))
+	d.KnownFields(true)
+	if err := d.Decode(&f); err != nil {
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	for ti := range f.Tenants {
+		for si := range f.Tenants[ti].Servers {
+			s := &f.Tenants[ti].Servers[si]
+			s.URL = os.Expand(s.URL, getenv)
+		}
+	}
+	return &f, f.Validate(local)
+}
+
+// Validate checks every field; each error names its field's path.
+func (f *File) Validate(local bool) error {
+	var errs []error
+	bad := func(path, msg string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(msg, args...)))
+	}
+	tenants := map[string]bool{}
+	keys := map[string]bool{}
+	for ti, t := range f.Tenants {
+		p := fmt.Sprintf("tenants[%d]", ti)
+		if !nameRE.MatchString(t.ID) {
+			bad(p+".id", "%q: want lower-case letters, digits and dashes", t.ID)
+		} else if tenants[t.ID] {
+			bad(p+".id", "%q: duplicate tenant", t.ID)
+		}
+		tenants[t.ID] = true
+		switch t.Tier {
+		case registry.TierFree, registry.TierGrowth, registry.TierEnterprise:
+		case "":
+			bad(p+".tier", "required: free, growth or enterprise")
+		default:
+			bad(p+".tier", "%q: want free, growth or enterprise", t.Tier)
+		}
+		switch t.RefusalShape {
+		case "", registry.ShapeError, registry.ShapeResult:
+		default:
+			bad(p+".refusal_shape", "%q: want error or result", t.RefusalShape)
+		}
+		if t.WebhookURL != "" {
+			if err := upstream.ValidateURL(t.WebhookURL, local); err != nil {
+				bad(p+".webhook_url", "%v", err)
+			}
+		}
+		for ki, k := range t.Keys {
+			kp := fmt.Sprintf("%s.keys[%d]", p, ki)
+			if !keyRE.MatchString(k.ID) {
+				bad(kp+".id", "%q: want the key's public id (4-64 lower-case letters and digits)", k.ID)
+			} else if keys[k.ID] {
+				bad(kp+".id", "%q: duplicate key id", k.ID)
+			}
+			keys[k.ID] = true
+			if !hashRE.MatchString(k.SHA256) {
+				bad(kp+".sha256", "want 64 lower-case hex digits (the SHA-256 of the key, never the key itself)")
+			}
+			if k.Caller == "" {
+				bad(kp+".caller", "required: a name for who uses this key")
+			}
+		}
+		servers := map[string]bool{}
+		for si, s := range t.Servers {
+			sp := fmt.Sprintf("%s.servers[%d]", p, si)
+			if !nameRE.MatchString(s.Name) {
+				bad(sp+".name", "%q: want lower-case letters, digits and dashes", s.Name)
+			} else if servers[s.Name] {
+				bad(sp+".name", "%q: duplicate server", s.Name)
+			}
+			servers[s.Name] = true
+			if err := upstream.ValidateURL(s.URL, local); err != nil {
+				bad(sp+".url", "%v", err)
+			}
+			if c := s.Credential; c != nil {
+				if !hdrRE.MatchString(c.Header) {
+					bad(sp+".credential.header", "%q: want an HTTP header name", c.Header)
+				}
+				if err := ValidateCredentialRef(c.Ref); err != nil {
+					bad(sp+".credential.ref", "%v", err)
+				}
+			}
+			for name := range s.Tools {
+				if name == "" || len(name) > 128 {
+					bad(sp+".tools", "%q: want a tool name of 1-128 characters", name)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateCredentialRef checks the form of a credential reference.
+func ValidateCredentialRef(ref string) error {
+	kind, rest, ok := strings.Cut(ref, ":")
+	if !ok || rest == "" {
+		return fmt.Errorf("%q: want env:NAME, file:/path, secretsmanager:ID or ssm:/name", ref)
+	}
+	switch kind {
+	case "env", "file", "secretsmanager", "ssm":
+		return nil
+	}
+	return fmt.Errorf("%q: unknown kind %q (env, file, secretsmanager, ssm)", ref, kind)
+}
+
+// Registry returns the file's tenants, servers and keys as registry records.
+func (f *File) Registry() ([]registry.Tenant, []registry.Server, []registry.Key) {
+	var ts []registry.Tenant
+	var ss []registry.Server
+	var ks []registry.Key
+	for _, t := range f.Tenants {
+		shape := t.RefusalShape
+		if shape == "" {
+			shape = registry.ShapeError
+		}
+		ts = append(ts, registry.Tenant{ID: t.ID, Tier: t.Tier, RefusalShape: shape, WebhookURL: t.WebhookURL, WebhookSecretRef: t.WebhookSecretRef})
+		for _, s := range t.Servers {
+			ss = append(ss, registry.Server{Tenant: t.ID, Name: s.Name, URL: s.URL, Credential: s.Credential, Tools: s.Tools})
+		}
+		for _, k := range t.Keys {
+			ks = append(ks, registry.Key{ID: k.ID, Tenant: t.ID, Caller: k.Caller, Hash: k.SHA256})
+		}
+	}
+	return ts, ss, ks
+}
