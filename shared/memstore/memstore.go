@@ -4,7 +4,11 @@
 // (shared/storetest runs one contract suite on both).
 package memstore
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/aegis-gw/aegis/shared/killswitch"
+)
 
 // Store is the embedded store. The zero value is not usable; call New.
 type Store struct {
@@ -12,6 +16,10 @@ type Store struct {
 	tenants  map[string]tenantRec
 	keys     map[string]keyRec
 	sessions map[string]sessionRec
+	stops    map[stopKey]killswitch.Stop // killswitch.go, under mu
+
+	counters counters // counters.go, own lock
+	audit    auditLog // audit.go, own lock
 }
 
 // New returns an empty store.

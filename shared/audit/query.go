@@ -1,0 +1,77 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+)
+
+// SortTimeLayout is the fixed-width UTC time layout that both stores put at
+// the front of a record's sort key, so that byte order is time order and a
+// [From, To) range is one key-range read.
+const SortTimeLayout = "2006-01-02T15:04:05.000000000Z"
+
+// Page sizes of Query.
+const (
+	DefaultPageSize = 100
+	MaxPageSize     = 1000
+)
+
+// PageSize is the page size a Reader uses for a requested limit.
+func PageSize(limit int) int {
+	switch {
+	case limit <= 0:
+		return DefaultPageSize
+	case limit > MaxPageSize:
+		return MaxPageSize
+	}
+	return limit
+}
+
+// ErrBadCursor is returned by Query for a cursor it did not issue.
+var ErrBadCursor = errors.New("audit: bad cursor")
+
+// PolicyHashNone is the policy-set hash recorded while aegis has no policy
+// engine: the SHA-256 of an empty policy set. It is a stand-in; once policies
+// exist the gateway records the hash of the set in force instead.
+const PolicyHashNone = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+// The four outcomes of a record.
+const (
+	OutcomeAllowed       = "allowed"
+	OutcomeRefused       = "refused"
+	OutcomeError         = "error"
+	OutcomeIndeterminate = "indeterminate"
+)
+
+// JSONWriter writes each record as one line of JSON: the form of a record in
+// logs and in the golden files (testdata/). It is safe for concurrent use.
+type JSONWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// NewJSONWriter returns a writer of JSON lines to w.
+func NewJSONWriter(w io.Writer) *JSONWriter { return &JSONWriter{w: w} }
+
+// Encode returns r as the writer writes it, without the newline.
+func Encode(r Record) ([]byte, error) {
+	r.Time = r.Time.UTC()
+	return json.Marshal(r)
+}
+
+// Write implements Writer.
+func (j *JSONWriter) Write(_ context.Context, r Record) error {
+	b, err := Encode(r)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, err = j.w.Write(append(b, '\n'))
+	return err
+}
+
+var _ Writer = (*JSONWriter)(nil)
