@@ -1,0 +1,13 @@
+package main
+
+import (
+	"os"
+
+	"github.com/aegis-gw/aegis/shared/wrap"
+)
+
+// runWrap is `aegis wrap`: args are what follows the word "wrap"; it
+// returns the exit code (the child's status, or 2 for a usage error).
+func runWrap(args []string) int {
+	return wrap.Run(args, os.Stdin, os.Stdout, os.Stderr)
+}

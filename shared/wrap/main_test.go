@@ -1,0 +1,230 @@
+package wrap
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The test binary doubles as every process the tests need, chosen by its
+// first argument: the wrap CLI itself, a mirror child and a real MCP server.
+// No `go build` step, and the children run under the race detector too.
+const roleFlag = "-wraptest-role="
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		if role, ok := strings.CutPrefix(os.Args[1], roleFlag); ok {
+			os.Exit(runRole(role, os.Args[2:]))
+		}
+	}
+	// Children built with -race sleep 1 s at exit by default; not ours.
+	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	os.Exit(m.Run())
+}
+
+func runRole(role string, args []string) int {
+	switch role {
+	case "wrap":
+		return Run(args, os.Stdin, os.Stdout, os.Stderr)
+	case "mirror":
+		return mirror(args)
+	case "mcpserver":
+		return mcpServer(args)
+	case "exit":
+		var n int
+		fmt.Sscan(args[0], &n)
+		fmt.Fprint(os.Stderr, "child stderr line\n")
+		return n
+	}
+	fmt.Fprintln(os.Stderr, "unknown role", role)
+	return 99
+}
+
+// mirror is the byte-for-byte child: it appends every chunk it reads to the
+// file args[0] (what the child received), then writes it back unchanged.
+func mirror(args []string) int {
+	var seen *os.File
+	if len(args) > 0 && args[0] != "" {
+		f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return 98
+		}
+		seen = f
+	}
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := os.Stdin.Read(buf)
+		if n > 0 {
+			if seen != nil {
+				if _, err := seen.Write(buf[:n]); err != nil {
+					return 97
+				}
+			}
+			if _, err := os.Stdout.Write(buf[:n]); err != nil {
+				return 96
+			}
+		}
+		if err != nil {
+			return 0
+		}
+	}
+}
+
+// mcpServer is a real stdio MCP server built with the Go SDK. Every tool
+// it runs is appended to the file args[0], so a test can check on the
+// child's side what was executed.
+func mcpServer(args []string) int {
+	var mu sync.Mutex
+	ran := func(name string) {
+		mu.Lock()
+		defer mu.Unlock()
+		f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err == nil {
+			fmt.Fprintln(f, name)
+			f.Close()
+		}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "wraptest", Version: "1"}, nil)
+	type in struct {
+		Text string `json:"text"`
+	}
+	for _, name := range []string{"echo", "shell_exec", "pay_invoice"} {
+		mcp.AddTool(s, &mcp.Tool{Name: name, Description: "test tool " + name},
+			func(_ context.Context, _ *mcp.CallToolRequest, a in) (*mcp.CallToolResult, any, error) {
+				ran(name)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + ":" + a.Text}}}, nil, nil
+			})
+	}
+	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// self is the path of the test binary.
+func self(t testing.TB) string {
+	t.Helper()
+	p, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// childArgv is the argv of the test binary in role, for use after "--".
+func childArgv(t testing.TB, role string, args ...string) []string {
+	return append([]string{self(t), roleFlag + role}, args...)
+}
+
+func writeFile(t testing.TB, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// lockedBuffer is a bytes.Buffer safe for the writers Run may use.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// runAll runs wrap in-process with all of input on stdin and returns
+// everything it wrote to stdout, its stderr and its exit code.
+func runAll(t *testing.T, args []string, input []byte) ([]byte, string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	var errb lockedBuffer
+	code := Run(args, bytes.NewReader(input), &out, &errb)
+	return out.Bytes(), errb.String(), code
+}
+
+// live is wrap running in-process on real pipes, driven one line at a time.
+type live struct {
+	t     *testing.T
+	in    *os.File // client → wrap
+	out   *bufio.Reader
+	code  chan int
+	errb  *lockedBuffer
+	close func()
+}
+
+func startLive(t *testing.T, args []string) *live {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &live{t: t, in: inW, out: bufio.NewReaderSize(outR, 1<<20), code: make(chan int, 1), errb: &lockedBuffer{}}
+	go func() {
+		l.code <- Run(args, inR, outW, l.errb)
+		outW.Close()
+	}()
+	var once sync.Once
+	l.close = func() {
+		once.Do(func() {
+			inW.Close()
+		})
+	}
+	t.Cleanup(func() {
+		l.close()
+		<-l.code
+		inR.Close()
+		outR.Close()
+	})
+	return l
+}
+
+func (l *live) send(s string) {
+	l.t.Helper()
+	if _, err := io.WriteString(l.in, s); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+func (l *live) recv() string {
+	l.t.Helper()
+	s, err := l.out.ReadString('\n')
+	if err != nil {
+		l.t.Fatalf("reading from wrap: %v (got %q); stderr: %s", err, s, l.errb.String())
+	}
+	return s
+}
+
+// wait closes stdin and returns wrap's exit code.
+func (l *live) wait() int {
+	l.close()
+	c := <-l.code
+	l.code <- c
+	return c
+}
+
+var _ = exec.Command

@@ -1,0 +1,229 @@
+package wrap
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"go.yaml.in/yaml/v3"
+)
+
+// Policy is the set of rules wrap enforces on tools/call. It is built once
+// by LoadPolicy or ParsePolicy, never changes, and is safe for concurrent
+// use. Every error is found at load time: Decide cannot fail.
+//
+// Precedence, first match wins:
+//
+//  1. a deny glob matches the tool          → refused, POLICY_DENIED
+//  2. an allow list exists and no glob of it matches → refused, POLICY_DENIED
+//  3. an approval glob matches              → refused, PENDING_APPROVAL
+//  4. otherwise                             → allowed
+//
+// The order of globs inside a list does not matter, so the canonical form
+// sorts them and two files that differ only in order, comments, quoting or
+// duplicates have the same Hash.
+type Policy struct {
+	deny, approval, allow []*glob
+	hasAllow              bool
+	hash                  string
+}
+
+// Decision is the verdict on one tools/call.
+type Decision struct {
+	Refused bool
+	Word    refusal.Word // POLICY_DENIED or PENDING_APPROVAL when refused
+	Rule    string       // what decided, e.g. "deny:shell_*", "allow:(no match)"
+}
+
+// Rules that do not come from a glob.
+const (
+	ruleNoAllow     = "allow:(no match)"
+	ruleUnparseable = "unparseable"
+	ruleAmbiguous   = "ambiguous"
+	ruleAuditFailed = "audit-write-failed"
+)
+
+// policyFile is the canonical form: its JSON encoding is what Hash covers.
+type policyFile struct {
+	Version  int       `json:"version"`
+	Allow    *[]string `json:"allow"` // nil: no allow list; empty: allow nothing
+	Approval []string  `json:"approval"`
+	Deny     []string  `json:"deny"`
+}
+
+// emptyPolicy is the policy in force without --policy: no rules, every
+// call allowed. Its hash is what records carry when nothing is enforced.
+var emptyPolicy = mustPolicy(policyFile{Version: 1, Approval: []string{}, Deny: []string{}})
+
+func mustPolicy(f policyFile) *Policy {
+	p, err := build(f)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// LoadPolicy reads and parses the YAML policy file at path.
+func LoadPolicy(path string) (*Policy, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePolicy(b)
+}
+
+// ParsePolicy parses a YAML policy:
+//
+//	deny:     [glob, ...]   # refused with POLICY_DENIED
+//	approval: [glob, ...]   # refused with PENDING_APPROVAL (wrap does not park calls)
+//	allow:    [glob, ...]   # optional; when present, every tool it does not match is denied
+//
+// Every key is optional but the document must hold at least one. An
+// unknown key, a value that is not a list of strings, a bad glob, a
+// duplicated key, an empty document or a second document is an error that
+// names the field and its line.
+func ParsePolicy(src []byte) (*Policy, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("policy is empty: write at least one of deny, approval, allow")
+		}
+		return nil, fmt.Errorf("policy is not valid YAML: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("policy holds more than one YAML document")
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("line %d: policy must be a mapping with keys deny, approval, allow", root.Line)
+	}
+	if len(root.Content) == 0 {
+		return nil, errors.New("policy is empty: write at least one of deny, approval, allow")
+	}
+	f := policyFile{Version: 1, Approval: []string{}, Deny: []string{}}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		key := k.Value
+		if seen[key] {
+			return nil, fmt.Errorf("line %d: field %q appears twice", k.Line, key)
+		}
+		seen[key] = true
+		var dst *[]string
+		switch key {
+		case "deny":
+			dst = &f.Deny
+		case "approval":
+			dst = &f.Approval
+		case "allow":
+			list := []string{}
+			f.Allow = &list
+			dst = f.Allow
+		default:
+			return nil, fmt.Errorf("line %d: unknown field %q (known fields: deny, approval, allow)", k.Line, key)
+		}
+		if v.Kind != yaml.SequenceNode {
+			return nil, fmt.Errorf("line %d: field %q must be a list of tool-name globs (write [] for an empty list)", v.Line, key)
+		}
+		for _, item := range v.Content {
+			if item.Kind != yaml.ScalarNode || item.Tag != "!!str" {
+				return nil, fmt.Errorf("line %d: field %q: every entry must be a string glob", item.Line, key)
+			}
+			if _, err := compileGlob(item.Value); err != nil {
+				return nil, fmt.Errorf("line %d: field %q: %v", item.Line, key, err)
+			}
+			*dst = append(*dst, item.Value)
+		}
+	}
+	return build(f)
+}
+
+// build canonicalises f (sorted, deduplicated lists) and compiles it.
+func build(f policyFile) (*Policy, error) {
+	canon := func(in []string) []string {
+		out := slices.Clone(in)
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	f.Deny, f.Approval = canon(f.Deny), canon(f.Approval)
+	p := &Policy{}
+	if f.Allow != nil {
+		a := canon(*f.Allow)
+		f.Allow = &a
+		p.hasAllow = true
+	}
+	compile := func(src []string) ([]*glob, error) {
+		gs := make([]*glob, 0, len(src))
+		for _, s := range src {
+			g, err := compileGlob(s)
+			if err != nil {
+				return nil, err
+			}
+			gs = append(gs, g)
+		}
+		return gs, nil
+	}
+	var err error
+	if p.deny, err = compile(f.Deny); err != nil {
+		return nil, err
+	}
+	if p.approval, err = compile(f.Approval); err != nil {
+		return nil, err
+	}
+	if f.Allow != nil {
+		if p.allow, err = compile(*f.Allow); err != nil {
+			return nil, err
+		}
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	p.hash = "sha256:" + hex.EncodeToString(sum[:])
+	return p, nil
+}
+
+// Hash is the content hash of the policy's canonical form: "sha256:" and
+// the hex SHA-256 of {"version":1,"allow":[...]|null,"approval":[...],"deny":[...]}
+// with each list sorted and deduplicated.
+func (p *Policy) Hash() string { return p.hash }
+
+// Decide returns the verdict for a tools/call of tool.
+func (p *Policy) Decide(tool string) Decision {
+	for _, g := range p.deny {
+		if g.match(tool) {
+			return Decision{Refused: true, Word: refusal.PolicyDenied, Rule: "deny:" + g.src}
+		}
+	}
+	allowRule := ""
+	if p.hasAllow {
+		for _, g := range p.allow {
+			if g.match(tool) {
+				allowRule = "allow:" + g.src
+				break
+			}
+		}
+		if allowRule == "" {
+			return Decision{Refused: true, Word: refusal.PolicyDenied, Rule: ruleNoAllow}
+		}
+	}
+	for _, g := range p.approval {
+		if g.match(tool) {
+			return Decision{Refused: true, Word: refusal.PendingApproval, Rule: "approval:" + g.src}
+		}
+	}
+	return Decision{Rule: allowRule}
+}

@@ -1,0 +1,326 @@
+package wrap
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"sync"
+
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/refusal"
+)
+
+// clientOut is the client-facing stream. Two goroutines write to it: the
+// child relay (every byte the child writes, in order) and the gate (the
+// refusal frames). A frame is only ever written at a line boundary of the
+// child's stream, so it can never split a message of the child's; when the
+// child is mid-line, the frame waits until the child finishes the line (or
+// exits).
+type clientOut struct {
+	mu      sync.Mutex
+	w       io.Writer
+	midLine bool   // the child's last byte written was not '\n'
+	pending []byte // frames waiting for a line boundary
+	err     error  // first write error; later writes are dropped
+}
+
+func (o *clientOut) write(p []byte) {
+	if o.err != nil || len(p) == 0 {
+		return
+	}
+	_, o.err = o.w.Write(p)
+}
+
+// child relays bytes the child wrote.
+func (o *clientOut) child(p []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.pending) > 0 {
+		if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
+			o.write(p[:i+1])
+			o.write(o.pending)
+			o.pending = o.pending[:0]
+			p = p[i+1:]
+			o.midLine = false
+		}
+	}
+	if len(p) > 0 {
+		o.write(p)
+		o.midLine = p[len(p)-1] != '\n'
+	}
+}
+
+// frame writes one frame authored by wrap, or queues it until the child's
+// stream reaches a line boundary.
+func (o *clientOut) frame(f []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.midLine {
+		o.pending = append(o.pending, f...)
+		return
+	}
+	o.write(f)
+}
+
+// childDone flushes queued frames once the child's stream has ended.
+func (o *clientOut) childDone() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.write(o.pending)
+	o.pending = nil
+}
+
+// relayChild copies the child's stdout to the client until EOF.
+func relayChild(o *clientOut, r io.Reader) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			o.child(buf[:n])
+		}
+		if err != nil {
+			o.childDone()
+			return
+		}
+	}
+}
+
+// refusalFrame is the one frame wrap authors (seed ADR): -32042, the fixed
+// message, data.aegis {layer "wrap", code word}, the id echoed or null.
+func refusalFrame(id json.RawMessage, w refusal.Word) []byte {
+	return append(jsonrpc.Refusal(id, refusal.Wrap(w), refusal.LayerWrap), '\n')
+}
+
+// gate is the client-to-child direction when something must be decided or
+// recorded (a policy, an audit file, or both). It reads whole lines, finds
+// the tools/call requests on them, records every decision, and then
+// forwards or refuses. It is used by one goroutine.
+type gate struct {
+	policy     *Policy // never nil: emptyPolicy when nothing is enforced
+	enforce    bool    // policy came from --policy
+	audit      *auditLog
+	child      io.Writer
+	out        *clientOut
+	onAuditErr func(error)
+
+	// per batch, reused
+	recs    []Record
+	effects []effect
+}
+
+// effect is what a decided line does once its records are durable.
+type effect struct {
+	forward []byte   // bytes for the child, nil for none
+	frames  [][]byte // refusal frames for the client
+	allowed bool     // forward carries at least one allowed call
+}
+
+// maxBatch bounds how many buffered bytes one audit commit covers.
+const maxBatch = 1 << 20
+
+// run relays in to the child until in ends or the child stops reading.
+// Lines already buffered when a batch starts are decided together and
+// their records share one write and one sync (group commit); a client
+// that sends one call at a time pays one sync per call.
+func (g *gate) run(in io.Reader) error {
+	br := bufio.NewReaderSize(in, 64<<10)
+	for {
+		if br.Buffered() == 0 {
+			if _, err := br.Peek(1); err != nil {
+				if err == io.EOF {
+					return nil
+				}
+				return err
+			}
+		}
+		buf, _ := br.Peek(br.Buffered())
+		last := bytes.LastIndexByte(buf, '\n')
+		if last < 0 {
+			// No whole line buffered: read one, however long, to its end.
+			line, rerr := readLine(br)
+			if err := g.batch([][]byte{line}); err != nil {
+				return err
+			}
+			if rerr != nil {
+				if rerr == io.EOF {
+					return nil
+				}
+				return rerr
+			}
+			continue
+		}
+		if last+1 > maxBatch {
+			last = bytes.LastIndexByte(buf[:maxBatch], '\n')
+		}
+		chunk := buf[:last+1]
+		if err := g.chunk(chunk); err != nil {
+			return err
+		}
+		if _, err := br.Discard(len(chunk)); err != nil {
+			return err
+		}
+	}
+}
+
+// readLine reads up to and including the next '\n', or to EOF.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var acc []byte
+	for {
+		s, err := br.ReadSlice('\n')
+		acc = append(acc, s...)
+		if err != bufio.ErrBufferFull {
+			return acc, err
+		}
+	}
+}
+
+// chunk decides a run of whole lines. Lines that hold no tools/call go to
+// the child in one write together with their neighbours.
+func (g *gate) chunk(chunk []byte) error {
+	var lines [][]byte
+	start, some := 0, false
+	for start < len(chunk) {
+		end := start + bytes.IndexByte(chunk[start:], '\n') + 1
+		lines = append(lines, chunk[start:end])
+		if !some && mayBeCall(chunk[start:end]) {
+			some = true
+		}
+		start = end
+	}
+	if !some {
+		_, err := g.child.Write(chunk)
+		return err
+	}
+	return g.batch(lines)
+}
+
+// batch decides lines, commits their records, then applies the effects
+// in order.
+func (g *gate) batch(lines [][]byte) error {
+	g.recs, g.effects = g.recs[:0], g.effects[:0]
+	for _, line := range lines {
+		g.effects = append(g.effects, g.decide(line, false))
+	}
+	if g.audit != nil && len(g.recs) > 0 {
+		if err := g.audit.commit(g.recs); err != nil {
+			g.failClosed(lines, err)
+		}
+	}
+	var pend []byte // consecutive forwards, written together
+	flush := func() error {
+		if len(pend) == 0 {
+			return nil
+		}
+		_, err := g.child.Write(pend)
+		pend = pend[:0]
+		return err
+	}
+	for _, e := range g.effects {
+		pend = append(pend, e.forward...)
+		if len(e.frames) > 0 {
+			if err := flush(); err != nil {
+				return err
+			}
+			for _, f := range e.frames {
+				g.out.frame(f)
+			}
+		}
+	}
+	return flush()
+}
+
+// decide works out what one line does and queues its records. With
+// auditDown, the records are not queued and every call the verdict would
+// let through is refused with INTERNAL_ERROR.
+func (g *gate) decide(line []byte, auditDown bool) effect {
+	calls, elems, callIdx := findCalls(line)
+	if len(calls) == 0 {
+		return effect{forward: line}
+	}
+	var e effect
+	refused := make([]bool, len(calls))
+	for i, c := range calls {
+		d := Decision{}
+		switch {
+		case c.why != "" && g.enforce:
+			d = Decision{Refused: true, Word: refusal.PolicyDenied, Rule: c.why}
+		case c.why != "":
+			d.Rule = c.why
+		case g.enforce:
+			d = g.policy.Decide(c.tool)
+		}
+		if auditDown && !d.Refused {
+			d = Decision{Refused: true, Word: refusal.InternalError, Rule: ruleAuditFailed}
+		}
+		r := Record{
+			Tool: c.tool, ID: c.id, ParamsHash: paramsHash(c.params),
+			Outcome: OutcomeAllowed, Rule: d.Rule, PolicyHash: g.policy.Hash(),
+		}
+		if d.Refused {
+			refused[i] = true
+			r.Outcome, r.Code, r.Word = OutcomeRefused, int(refusal.CodeWrapRefused), string(d.Word)
+			e.frames = append(e.frames, refusalFrame(c.id, d.Word))
+		} else {
+			e.allowed = true
+		}
+		if !auditDown {
+			g.recs = append(g.recs, r)
+		}
+	}
+	switch {
+	case len(e.frames) == 0:
+		e.forward = line
+	case elems == nil:
+		// a single refused call: nothing reaches the child
+	default:
+		e.forward = withoutRefused(line, elems, callIdx, refused)
+	}
+	return e
+}
+
+// withoutRefused rebuilds a batch array without its refused elements,
+// every other element byte for byte, the line ending kept. It returns nil
+// when nothing is left.
+func withoutRefused(line []byte, elems []json.RawMessage, callIdx []int, refused []bool) []byte {
+	drop := make(map[int]bool, len(callIdx))
+	for i, idx := range callIdx {
+		if refused[i] {
+			drop[idx] = true
+		}
+	}
+	out := []byte{'['}
+	n := 0
+	for i, el := range elems {
+		if drop[i] {
+			continue
+		}
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, el...)
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	out = append(out, ']')
+	trimmed := bytes.TrimRight(line, " \t\r\n")
+	return append(out, line[len(trimmed):]...)
+}
+
+// failClosed handles a batch whose records could not be made durable:
+// every call in it that was to be forwarded is refused instead, with
+// INTERNAL_ERROR, so no call reaches the child unrecorded. (Records of a
+// failed commit may or may not be on disk; the audit file may over-report,
+// never under-report.)
+func (g *gate) failClosed(lines [][]byte, err error) {
+	if g.onAuditErr != nil {
+		g.onAuditErr(err)
+	}
+	for i, e := range g.effects {
+		if e.allowed {
+			g.effects[i] = g.decide(lines[i], true)
+		}
+	}
+}

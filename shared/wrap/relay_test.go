@@ -1,0 +1,259 @@
+package wrap
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// stream is what a client might send, including what no client should:
+// partial lines, a line over 1 MiB, invalid JSON, non-UTF-8 bytes, CRLF,
+// blank lines, and a last line without a newline. Invalid lines hold no
+// backslash and no "tools/call", so a policy has nothing to refuse in them.
+func stream() []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","method":"notifications/initialized"}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":"s-2","method":"tools/list"}` + "\r\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"text":"a\"b\u00e9\n"}}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"blob":"`)
+	b.WriteString(strings.Repeat("x", 1<<20+12345))
+	b.WriteString(`"}}}` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":5,"method":"resources/list","params":{"blob":"` + strings.Repeat("y", 1<<20+7) + `"}}` + "\n")
+	b.WriteString("{not json at all\n")
+	b.WriteString("\xff\xfe\x00\x01 binary \xc3\x28 garbage\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":6,"method":"ping"}` + "\n\n\n")
+	b.WriteString(`   {"jsonrpc":"2.0","id":7,"method":"x/unknown","params":{"é":"ü"}}   ` + "\n")
+	b.WriteString(`{"jsonrpc":"2.0","id":8,"method":"ping","par`) // last line, no newline
+	return b.Bytes()
+}
+
+// defaultOnly is traffic a policy would refuse (unparseable tools/call
+// look-alikes, a denied tool); the default mode relays it like the rest.
+func defaultOnly() []byte {
+	return []byte(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"shell_exec"}}` + "\n" +
+		`{"method":"tools\/call", "broken` + "\n" +
+		"\xff tools/call \xfe\n" +
+		`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"ech` + "\n")
+}
+
+func TestTransparentByteForByte(t *testing.T) {
+	full := append(defaultOnly(), stream()...)
+	allowEcho := writeFile(t, "p.yaml", "allow: [echo]\ndeny: [shell_*]\n")
+	cases := []struct {
+		name  string
+		flags []string
+		input []byte
+	}{
+		{"default", nil, full},
+		{"audit only", []string{"--audit", "AUDIT"}, full},
+		{"policy and audit, nothing refused", []string{"--policy", allowEcho, "--audit", "AUDIT"}, stream()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			seen := filepath.Join(dir, "seen")
+			var args []string
+			for _, f := range tc.flags {
+				args = append(args, strings.ReplaceAll(f, "AUDIT", filepath.Join(dir, "audit.jsonl")))
+			}
+			args = append(append(args, "--"), childArgv(t, "mirror", seen)...)
+			out, stderr, code := runAll(t, args, tc.input)
+			if code != 0 {
+				t.Fatalf("exit %d, stderr %s", code, stderr)
+			}
+			got, err := os.ReadFile(seen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, tc.input) {
+				t.Errorf("child received %d bytes that differ from the %d sent (first difference at %d)", len(got), len(tc.input), firstDiff(got, tc.input))
+			}
+			if !bytes.Equal(out, tc.input) {
+				t.Errorf("client received %d bytes that differ from the %d the child wrote (first difference at %d)", len(out), len(tc.input), firstDiff(out, tc.input))
+			}
+		})
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// In the default mode a partial line reaches the child at once: wrap does
+// not wait for the newline.
+func TestDefaultRelaysPartialLineAtOnce(t *testing.T) {
+	l := startLive(t, append([]string{"--"}, childArgv(t, "mirror", "")...))
+	l.send(`{"jsonrpc":"2.0","id":1,"meth`)
+	buf := make([]byte, 64)
+	n, err := l.out.Read(buf)
+	if err != nil || string(buf[:n]) != `{"jsonrpc":"2.0","id":1,"meth` {
+		t.Fatalf("got %q, %v", buf[:n], err)
+	}
+	if code := l.wait(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+}
+
+const testPolicy = `# test policy
+deny:
+  - shell_*
+  - "fs_delete"
+approval:
+  - pay_*
+`
+
+func frame(id, word string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"error":{"code":-32042,"message":"aegis wrap refused this tools/call","data":{"aegis":{"layer":"wrap","code":"` + word + `"}}}}` + "\n"
+}
+
+func TestRefusalFrames(t *testing.T) {
+	dir := t.TempDir()
+	seen := filepath.Join(dir, "seen")
+	pol := writeFile(t, "policy.yaml", testPolicy)
+	l := startLive(t, append([]string{"--policy", pol, "--audit", filepath.Join(dir, "a.jsonl"), "--"}, childArgv(t, "mirror", seen)...))
+
+	var forwarded bytes.Buffer
+	cases := []struct {
+		name, req, want string // want "" means relayed verbatim
+	}{
+		{"denied, number id", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"shell_exec","arguments":{"cmd":"rm -rf /"}}}`, frame("1", "POLICY_DENIED")},
+		{"denied, exact literal", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fs_delete"}}`, frame("2", "POLICY_DENIED")},
+		{"approval required", `{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"pay_invoice"}}`, frame(`"abc"`, "PENDING_APPROVAL")},
+		{"large integer id kept exact", `{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"tools/call","params":{"name":"shell_x"}}`, frame("123456789012345678901234567890", "POLICY_DENIED")},
+		{"id null", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"shell_x"}}`, frame("null", "POLICY_DENIED")},
+		{"no id (notification)", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"shell_x"}}`, frame("null", "POLICY_DENIED")},
+		{"object id is not usable", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call","params":{"name":"shell_x"}}`, frame("null", "POLICY_DENIED")},
+		{"escaped name", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"shell\u005fexec"}}`, frame("3", "POLICY_DENIED")},
+		{"escaped method", `{"jsonrpc":"2.0","id":4,"method":"tools\/call","params":{"name":"shell_exec"}}`, frame("4", "POLICY_DENIED")},
+		{"duplicate name (parser differential)", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","name":"shell_exec"}}`, frame("5", "POLICY_DENIED")},
+		{"case-folded key", `{"jsonrpc":"2.0","id":6,"Method":"tools/call","params":{"name":"echo"}}`, frame("6", "POLICY_DENIED")},
+		{"no tool name", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}`, frame("7", "POLICY_DENIED")},
+		{"unparseable look-alike", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"shell_exec","arguments":{"n":NaN}}}`, frame("null", "POLICY_DENIED")},
+		{"allowed call relayed verbatim", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"k":1}}}`, ""},
+		{"tools/call text in another method", `{"jsonrpc":"2.0","id":10,"method":"resources/read","params":{"uri":"file:///tools/call"}}`, ""},
+		{"unknown method", `{"jsonrpc":"2.0","id":11,"method":"shell_exec/run","params":{"name":"shell_exec"}}`, ""},
+		{"initialize", `{"jsonrpc":"2.0","id":12,"method":"initialize","params":{}}`, ""},
+		{"tools/list", `{"jsonrpc":"2.0","id":13,"method":"tools/list"}`, ""},
+		{"ping", `{"jsonrpc":"2.0","id":14,"method":"ping"}`, ""},
+		{"notification", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, ""},
+		{"a response to the server", `{"jsonrpc":"2.0","id":0,"result":{"tools/call":true}}`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l.send(tc.req + "\n")
+			want := tc.want
+			if want == "" {
+				want = tc.req + "\n" // the mirror child echoes what it received
+				forwarded.WriteString(want)
+			}
+			if got := l.recv(); got != want {
+				t.Errorf("got  %s\nwant %s", got, want)
+			}
+		})
+	}
+	if code := l.wait(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	got, _ := os.ReadFile(seen)
+	if !bytes.Equal(got, forwarded.Bytes()) {
+		t.Errorf("the child received:\n%s\nwant exactly the relayed lines:\n%s", got, forwarded.Bytes())
+	}
+}
+
+func TestBatchDropsOnlyRefusedCalls(t *testing.T) {
+	dir := t.TempDir()
+	seen := filepath.Join(dir, "seen")
+	pol := writeFile(t, "policy.yaml", testPolicy)
+	batch := `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"shell_exec"}}, {"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"}}]` + "\r\n"
+	out, stderr, code := runAll(t, append([]string{"--policy", pol, "--"}, childArgv(t, "mirror", seen)...), []byte(batch))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	wantChild := `[{"jsonrpc":"2.0","id":2,"method":"ping"},{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"}}]` + "\r\n"
+	got, _ := os.ReadFile(seen)
+	if string(got) != wantChild {
+		t.Errorf("child got %s, want %s", got, wantChild)
+	}
+	lines := strings.SplitAfter(string(out), "\n")
+	if len(lines) != 3 || lines[2] != "" || !contains(lines, frame("1", "POLICY_DENIED")) || !contains(lines, wantChild) {
+		t.Errorf("client got %q", out)
+	}
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// A refusal frame never splits a line the child is in the middle of.
+func TestFrameWaitsForChildLineBoundary(t *testing.T) {
+	var b bytes.Buffer
+	o := &clientOut{w: &b}
+	o.child([]byte(`{"jsonrpc":"2.0","id":1,"res`))
+	o.frame([]byte("FRAME\n"))
+	o.child([]byte(`ult":{}}` + "\n" + `{"partial`))
+	o.frame([]byte("FRAME2\n"))
+	o.childDone()
+	want := `{"jsonrpc":"2.0","id":1,"result":{}}` + "\nFRAME\n" + `{"partial` + "FRAME2\n"
+	if b.String() != want {
+		t.Errorf("got %q\nwant %q", b.String(), want)
+	}
+}
+
+func TestExitStatusAndStderr(t *testing.T) {
+	for _, n := range []int{0, 3, 42} {
+		var out, errb lockedBuffer
+		code := Run(append([]string{"--"}, childArgv(t, "exit", fmt.Sprint(n))...), strings.NewReader(""), &out, &errb)
+		if code != n {
+			t.Errorf("exit %d, want %d", code, n)
+		}
+		if errb.String() != "child stderr line\n" {
+			t.Errorf("stderr %q", errb.String())
+		}
+	}
+	var errb lockedBuffer
+	if code := Run([]string{"--", filepath.Join(t.TempDir(), "no-such-command")}, strings.NewReader(""), &lockedBuffer{}, &errb); code != ExitNotFound {
+		t.Errorf("missing command: exit %d, want %d (%s)", code, ExitNotFound, errb.String())
+	}
+	if code := Run(nil, strings.NewReader(""), &lockedBuffer{}, &errb); code != ExitUsage {
+		t.Errorf("no command: exit %d", code)
+	}
+}
+
+// Records are valid JSON; kept here so a test can decode them.
+func readRecords(t *testing.T, path string) []Record {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []Record
+	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		if line[len(line)-1] != '\n' {
+			t.Fatalf("torn record %q", line)
+		}
+		var r Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("record %q: %v", line, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}

@@ -1,0 +1,165 @@
+// Package wrap is `aegis wrap`, the stdio enforcement boundary: it sits
+// between an MCP client and a local stdio MCP server (the child), relays
+// both streams, and, when asked, records and refuses tools/call requests.
+//
+// Without --policy and --audit, wrap is a transparent interposer: the client
+// stream is byte-identical to talking to the child directly and wrap writes
+// no JSON-RPC of its own. With --policy, a refused tools/call never reaches
+// the child and is answered with the one frame wrap may author (-32042,
+// data.aegis.layer "wrap"). With --audit, every tools/call decision is on
+// stable storage before the call is forwarded or the refusal written.
+// docs/wrap.md is the user's page; docs/design/wrap.md records the choices.
+package wrap
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes of wrap itself; otherwise wrap exits with the child's status
+// (128+N when the child was killed by signal N).
+const (
+	ExitUsage      = 2   // bad arguments, bad policy, unusable audit file
+	ExitCannotExec = 126 // the command exists but could not be started
+	ExitNotFound   = 127 // the command was not found
+)
+
+const usage = `usage: aegis wrap [--policy FILE] [--audit FILE] -- COMMAND [ARGS...]
+
+Runs COMMAND (a stdio MCP server) and relays its stdin and stdout; stderr
+passes through, signals are forwarded, and wrap exits with COMMAND's status.
+
+  --policy FILE  YAML with deny:, approval: and optional allow: lists of
+                 tool-name globs; a refused tools/call is answered with
+                 error -32042 and never reaches COMMAND
+  --audit FILE   append one JSON line per tools/call decision, on stable
+                 storage before the call is forwarded or refused
+
+See docs/wrap.md.
+`
+
+// Run is `aegis wrap ARGS...`: args are what follows the word "wrap". It
+// returns the process exit code. Run installs signal handlers for its
+// duration and forwards those signals to the child.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("aegis wrap", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	policyPath := fs.String("policy", "", "YAML policy file")
+	auditPath := fs.String("audit", "", "audit file (JSON lines, appended)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return ExitUsage
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		fmt.Fprint(stderr, "aegis wrap: no COMMAND given\n"+usage)
+		return ExitUsage
+	}
+
+	g := &gate{policy: emptyPolicy}
+	if *policyPath != "" {
+		p, err := LoadPolicy(*policyPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "aegis wrap: policy %s: %v\n", *policyPath, err)
+			return ExitUsage
+		}
+		g.policy, g.enforce = p, true
+	}
+	if *auditPath != "" {
+		a, err := openAudit(*auditPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "aegis wrap: audit: %v\n", err)
+			return ExitUsage
+		}
+		defer a.close()
+		g.audit = a
+		g.onAuditErr = func(err error) {
+			fmt.Fprintf(stderr, "aegis wrap: audit: %v; tools/call refused until records can be written\n", err)
+		}
+	}
+
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stderr = stderr
+	childIn, err := cmd.StdinPipe()
+	if err != nil {
+		fmt.Fprintf(stderr, "aegis wrap: %v\n", err)
+		return ExitUsage
+	}
+	childOut, err := cmd.StdoutPipe()
+	if err != nil {
+		fmt.Fprintf(stderr, "aegis wrap: %v\n", err)
+		return ExitUsage
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwardedSignals...)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "aegis wrap: cannot start %s: %v\n", argv[0], err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return ExitNotFound
+		}
+		return ExitCannotExec
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				_ = cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+
+	relayed := make(chan struct{})
+	if !g.enforce && g.audit == nil {
+		// Nothing to decide or record: plain copies in both directions
+		// (splice(2) between pipes on Linux).
+		go func() {
+			_, _ = io.Copy(childIn, stdin)
+			childIn.Close()
+		}()
+		go func() {
+			_, _ = io.Copy(stdout, childOut)
+			_, _ = io.Copy(io.Discard, childOut) // client gone: keep the child unblocked
+			close(relayed)
+		}()
+	} else {
+		out := &clientOut{w: stdout}
+		g.child, g.out = childIn, out
+		go func() {
+			_ = g.run(stdin)
+			childIn.Close()
+		}()
+		go func() {
+			relayChild(out, childOut)
+			close(relayed)
+		}()
+	}
+	<-relayed
+	err = cmd.Wait()
+	return exitCode(cmd, err, stderr)
+}
+
+func exitCode(cmd *exec.Cmd, err error, stderr io.Writer) int {
+	st := cmd.ProcessState
+	if st == nil {
+		fmt.Fprintf(stderr, "aegis wrap: %v\n", err)
+		return ExitCannotExec
+	}
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return st.ExitCode()
+}

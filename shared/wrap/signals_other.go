@@ -1,0 +1,7 @@
+//go:build !unix
+
+package wrap
+
+import "os"
+
+var forwardedSignals = []os.Signal{os.Interrupt}
