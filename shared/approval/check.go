@@ -1,0 +1,205 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/store"
+)
+
+// Options configure the check. Zero values take the defaults named.
+type Options struct {
+	TTL      time.Duration    // APPROVAL_TTL_SECS; 0 = one hour
+	Now      func() time.Time // nil = time.Now
+	Logger   *slog.Logger     // nil = slog.Default()
+	Audit    audit.Writer     // hold and consumption records; nil = log only
+	Notifier Notifier         // told of every new hold; nil = nobody
+	// PolicyHash is recorded on the approval's audit records.
+	PolicyHash string
+}
+
+// Check is the approval check. It is safe for concurrent use.
+type Check struct {
+	st Store
+	o  Options
+}
+
+// New returns the check over st. A nil st is allowed and fails closed: every
+// call that needs approval is refused with status "unavailable".
+func New(st Store, o Options) *Check {
+	if o.TTL <= 0 {
+		o.TTL = time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Check{st: st, o: o}
+}
+
+// Slot implements pipeline.Check.
+func (*Check) Slot() string { return "approval" }
+
+// maxRounds bounds Hold/Consume rounds when racing calls keep using up the
+// approval a call just found.
+const maxRounds = 3
+
+// Check implements pipeline.Check: a tools/call to a tool whose settings
+// require approval runs only by consuming an approved approval of its slot.
+func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
+	if c.Method != "tools/call" || c.Server == nil || !c.Settings.RequiresApproval {
+		return nil
+	}
+	tool := c.Tool
+	if tool == "" {
+		tool = c.UpstreamTool
+	}
+	unavailable := func(err error) error {
+		k.o.Logger.ErrorContext(ctx, "approval store unavailable; call refused (fail closed)",
+			"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", err)
+		return refusal.Approval(tool, c.Server.Name, "", refusal.ApprovalUnavailable)
+	}
+	if k.st == nil {
+		return unavailable(errors.New("no approval store configured"))
+	}
+	args := jsonrpc.Member(c.Params, "arguments")
+	upTool := c.UpstreamTool
+	if upTool == "" {
+		upTool = c.Tool
+	}
+	for range maxRounds {
+		now := k.o.Now()
+		cand := Approval{
+			ID:            NewID(),
+			Tenant:        c.Tenant.ID,
+			Caller:        c.Caller,
+			Server:        c.Server.Name,
+			Tool:          upTool,
+			ParamsHash:    audit.HashParams(args),
+			Params:        Mask(args),
+			Status:        Pending,
+			Created:       now.UTC(),
+			Expires:       now.UTC().Add(k.o.TTL),
+			CorrelationID: c.CorrelationID,
+		}
+		a, created, err := k.st.HoldApproval(ctx, cand, now)
+		if err != nil {
+			return unavailable(err)
+		}
+		switch a.Status {
+		case Pending:
+			if created {
+				k.record(ctx, c, a, EventHeld, "")
+				if k.o.Notifier != nil {
+					k.o.Notifier.Notify(ctx, Event{Type: EventHeld, Approval: a, Tenant: c.Tenant})
+				}
+			}
+			return refusal.Approval(tool, c.Server.Name, a.ID, refusal.ApprovalPending)
+		case Denied:
+			return refusal.Approval(tool, c.Server.Name, a.ID, refusal.ApprovalDenied)
+		case Approved:
+			used, err := k.st.ConsumeApproval(ctx, a, now)
+			switch {
+			case err == nil:
+				k.record(ctx, c, used, EventConsumed, "")
+				return nil
+			case errors.Is(err, store.ErrConflict):
+				// Another call used it up (or it just expired): hold this one afresh.
+				continue
+			default:
+				return unavailable(err)
+			}
+		default:
+			return unavailable(errors.New("store returned approval " + a.ID + " with status " + string(a.Status)))
+		}
+	}
+	return unavailable(errors.New("approval kept being used up by racing calls"))
+}
+
+// Event types of notifications and audit records.
+const (
+	EventHeld     = "approval.held"
+	EventApproved = "approval.approved"
+	EventDenied   = "approval.denied"
+	EventConsumed = "approval.consumed"
+)
+
+// Record is the audit record of an approval event: method "approval.held",
+// "approval.approved", "approval.denied" or "approval.consumed", with the
+// approval id, who decided and why in Detail.
+func Record(a Approval, event, by, reason, correlationID, policyHash string, now time.Time) audit.Record {
+	r := audit.Record{
+		Time:          now.UTC(),
+		Tenant:        a.Tenant,
+		Caller:        a.Caller,
+		CorrelationID: correlationID,
+		Layer:         string(refusal.LayerGateway),
+		Method:        event,
+		Server:        a.Server,
+		Tool:          a.Tool,
+		ParamsHash:    a.ParamsHash,
+		PolicyHash:    policyHash,
+		Detail:        "approval_id=" + a.ID,
+	}
+	switch event {
+	case EventHeld, EventDenied:
+		r.Outcome = audit.OutcomeRefused
+		r.Code = int(refusal.CodeApprovalRequired)
+		r.Word = string(refusal.ApprovalRequired)
+	default:
+		r.Outcome = audit.OutcomeAllowed
+	}
+	if by != "" {
+		r.Detail += " by=" + quoteDetail(by)
+	}
+	if reason != "" {
+		r.Detail += " reason=" + quoteDetail(reason)
+	}
+	return r
+}
+
+func quoteDetail(s string) string {
+	const max = 500
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max])
+	}
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b = append(b, '\\', byte(r))
+		case r < 0x20:
+			b = append(b, ' ')
+		default:
+			b = append(b, string(r)...)
+		}
+	}
+	return string(append(b, '"'))
+}
+
+func (k *Check) record(ctx context.Context, c *pipeline.Call, a Approval, event, by string) {
+	ph := k.o.PolicyHash
+	if ph == "" {
+		ph = c.PolicyHash
+	}
+	rec := Record(a, event, by, "", c.CorrelationID, ph, k.o.Now())
+	rec.Session = c.SessionID
+	if k.o.Audit == nil {
+		k.o.Logger.InfoContext(ctx, "audit", "record", rec)
+		return
+	}
+	if err := k.o.Audit.Write(context.WithoutCancel(ctx), rec); err != nil {
+		k.o.Logger.ErrorContext(ctx, "audit write failed; record kept in this log line", "record", rec, "err", err)
+	}
+}
+
+var _ pipeline.Check = (*Check)(nil)

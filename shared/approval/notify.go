@@ -1,0 +1,282 @@
+package approval
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
+
+	"github.com/aegis-gw/aegis/shared/registry"
+)
+
+// Event is what an approver is told when a call is held.
+type Event struct {
+	Type     string          // EventHeld
+	Approval Approval        // the new pending approval
+	Tenant   registry.Tenant // its tenant (webhook URL and secret reference)
+}
+
+// Notifier tells approvers about events. Notify must not block the call for
+// long and never fails it: a notifier logs its own failures.
+type Notifier interface {
+	Notify(ctx context.Context, e Event)
+}
+
+// Payload is the JSON body of a notification (webhook body, SNS message).
+type Payload struct {
+	Type     string        `json:"type"`
+	Time     time.Time     `json:"time"`
+	Approval PayloadDetail `json:"approval"`
+}
+
+// PayloadDetail is the approval as a notification shows it.
+type PayloadDetail struct {
+	ID      string          `json:"id"`
+	Tenant  string          `json:"tenant"`
+	Caller  string          `json:"caller"`
+	Server  string          `json:"server"`
+	Tool    string          `json:"tool"`
+	Params  json.RawMessage `json:"params,omitempty"` // masked
+	Status  Status          `json:"status"`
+	Created time.Time       `json:"created"`
+	Expires time.Time       `json:"expires"`
+}
+
+// Body encodes e as its notification payload.
+func Body(e Event, now time.Time) []byte {
+	a := e.Approval
+	b, _ := json.Marshal(Payload{Type: e.Type, Time: now.UTC(), Approval: PayloadDetail{
+		ID: a.ID, Tenant: a.Tenant, Caller: a.Caller, Server: a.Server, Tool: a.Tool,
+		Params: a.Params, Status: a.Status, Created: a.Created, Expires: a.Expires,
+	}})
+	return b
+}
+
+// SignatureHeader carries a webhook's HMAC-SHA256 signature:
+//
+//	X-Aegis-Signature: t=UNIX_SECONDS,v1=HEX
+//
+// where HEX is the lower-case hex HMAC-SHA256, keyed with the tenant's
+// webhook secret, of the string UNIX_SECONDS + "." + BODY.
+const SignatureHeader = "X-Aegis-Signature"
+
+// Sign returns the SignatureHeader value for body sent at t.
+func Sign(secret []byte, t time.Time, body []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Verify checks a SignatureHeader value against body, refusing signatures
+// older or newer than tolerance at now. Receivers in Go can use it as is.
+func Verify(secret []byte, header string, body []byte, now time.Time, tolerance time.Duration) error {
+	var ts, sig string
+	for _, part := range bytes.Split([]byte(header), []byte{','}) {
+		k, v, _ := bytes.Cut(part, []byte{'='})
+		switch string(k) {
+		case "t":
+			ts = string(v)
+		case "v1":
+			sig = string(v)
+		}
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || sig == "" {
+		return errors.New("malformed signature header")
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
+		return errors.New("signature timestamp outside tolerance")
+	}
+	want := Sign(secret, time.Unix(sec, 0), body)
+	if !hmac.Equal([]byte(want), []byte("t="+ts+",v1="+sig)) {
+		return errors.New("signature mismatch")
+	}
+	return nil
+}
+
+// Resolver turns a credential reference (registry.Credential's Ref forms:
+// env:NAME, file:/path, secretsmanager:..., ssm:...) into its value.
+type Resolver interface {
+	Resolve(ctx context.Context, ref string) (string, error)
+}
+
+// Webhook POSTs the payload to the tenant's WebhookURL, signed with the
+// secret its WebhookSecretRef names. A tenant without a WebhookURL is
+// skipped. Webhook itself is synchronous: wrap it in Async.
+type Webhook struct {
+	HTTP    *http.Client     // nil: a client with Timeout
+	Secrets Resolver         // nil: webhooks go unsigned
+	Timeout time.Duration    // per delivery; 0 = 3 s
+	Now     func() time.Time // nil = time.Now
+	Logger  *slog.Logger     // nil = slog.Default()
+}
+
+// Notify implements Notifier.
+func (w *Webhook) Notify(ctx context.Context, e Event) {
+	if e.Tenant.WebhookURL == "" {
+		return
+	}
+	log := w.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := w.send(ctx, e); err != nil {
+		log.WarnContext(ctx, "approval webhook failed; the approval stays listed in GET /admin/v1/approvals",
+			"tenant", e.Tenant.ID, "approval_id", e.Approval.ID, "err", err)
+	}
+}
+
+func (w *Webhook) send(ctx context.Context, e Event) error {
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	timeout := w.Timeout
+	if timeout <= 0 {
+		timeout = 3 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := now()
+	body := Body(e, t)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.Tenant.WebhookURL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "aegis-approvals/1")
+	req.Header.Set("X-Aegis-Event", e.Type)
+	req.Header.Set("X-Aegis-Delivery", e.Approval.ID)
+	if e.Tenant.WebhookSecretRef != "" {
+		if w.Secrets == nil {
+			return errors.New("webhook secret reference set but no resolver configured; not sent")
+		}
+		secret, err := w.Secrets.Resolve(ctx, e.Tenant.WebhookSecretRef)
+		if err != nil {
+			return fmt.Errorf("resolving the webhook secret: %w", err)
+		}
+		req.Header.Set(SignatureHeader, Sign([]byte(secret), t, body))
+	}
+	client := w.HTTP
+	if client == nil {
+		client = &http.Client{Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("webhook answered HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// Publisher is the part of the SNS client SNS uses (*sns.Client has it).
+type Publisher interface {
+	Publish(ctx context.Context, in *sns.PublishInput, optFns ...func(*sns.Options)) (*sns.PublishOutput, error)
+}
+
+// SNS publishes the payload to one topic (AEGIS_APPROVAL_TOPIC_ARN), with
+// message attributes event and tenant for subscription filters.
+type SNS struct {
+	Client   Publisher
+	TopicARN string
+	Timeout  time.Duration    // 0 = 3 s
+	Now      func() time.Time // nil = time.Now
+	Logger   *slog.Logger
+}
+
+// Notify implements Notifier.
+func (s *SNS) Notify(ctx context.Context, e Event) {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = 3 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := s.Client.Publish(ctx, &sns.PublishInput{
+		TopicArn: aws.String(s.TopicARN),
+		Subject:  aws.String(fmt.Sprintf("aegis: approval required for %s on %s", e.Approval.Tool, e.Approval.Server)),
+		Message:  aws.String(string(Body(e, now()))),
+		MessageAttributes: map[string]snstypes.MessageAttributeValue{
+			"event":  {DataType: aws.String("String"), StringValue: aws.String(e.Type)},
+			"tenant": {DataType: aws.String("String"), StringValue: aws.String(e.Approval.Tenant)},
+		},
+	})
+	if err != nil {
+		log := s.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.WarnContext(ctx, "approval SNS publish failed; the approval stays listed in GET /admin/v1/approvals",
+			"tenant", e.Approval.Tenant, "approval_id", e.Approval.ID, "err", err)
+	}
+}
+
+// Multi tells every notifier, in order.
+type Multi []Notifier
+
+// Notify implements Notifier.
+func (m Multi) Notify(ctx context.Context, e Event) {
+	for _, n := range m {
+		n.Notify(ctx, e)
+	}
+}
+
+// Async sends notifications in the background so that a slow or failing
+// receiver never delays or fails the held call. The call's cancellation does
+// not reach the send (each notifier applies its own short timeout).
+//
+// On Lambda the execution environment may be frozen as soon as the response
+// is returned, so a background send can be delayed until the next
+// invocation thaws it, or lost if the environment is recycled. Pending
+// approvals stay listed in GET /admin/v1/approvals, which is the record of
+// truth; see docs/approvals.md.
+type Async struct {
+	N  Notifier
+	wg sync.WaitGroup
+}
+
+// Notify implements Notifier.
+func (a *Async) Notify(ctx context.Context, e Event) {
+	ctx = context.WithoutCancel(ctx)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		a.N.Notify(ctx, e)
+	}()
+}
+
+// Wait blocks until every notification started so far has been sent or
+// given up (tests, and graceful shutdown).
+func (a *Async) Wait() { a.wg.Wait() }
+
+var (
+	_ Notifier = (*Webhook)(nil)
+	_ Notifier = (*SNS)(nil)
+	_ Notifier = Multi(nil)
+	_ Notifier = (*Async)(nil)
+)

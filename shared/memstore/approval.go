@@ -1,0 +1,145 @@
+package memstore
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/approval"
+	"github.com/aegis-gw/aegis/shared/store"
+)
+
+// approvals holds each slot's current approval and an index from every id
+// ever issued to its slot. A superseded id still resolves to its slot, whose
+// current approval then has another id.
+type approvals struct {
+	mu     sync.Mutex
+	slots  map[approval.Slot]approval.Approval
+	byID   map[string]approval.Slot
+	failed error // SetApprovalFailure
+}
+
+// SetApprovalFailure makes every approval method fail with err (nil to
+// heal): tests use it to show the approval check failing closed.
+func (s *Store) SetApprovalFailure(err error) {
+	a := &s.approvals
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.failed = err
+}
+
+func (a *approvals) init() {
+	if a.slots == nil {
+		a.slots = map[approval.Slot]approval.Approval{}
+		a.byID = map[string]approval.Slot{}
+	}
+}
+
+// HoldApproval implements approval.Store.
+func (s *Store) HoldApproval(_ context.Context, cand approval.Approval, now time.Time) (approval.Approval, bool, error) {
+	a := &s.approvals
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failed != nil {
+		return approval.Approval{}, false, a.failed
+	}
+	a.init()
+	slot := cand.Slot()
+	if cur, ok := a.slots[slot]; ok && cur.Live(now) {
+		return clone(cur), false, nil
+	}
+	cand.Params = append([]byte(nil), cand.Params...)
+	a.slots[slot] = cand
+	a.byID[cand.ID] = slot
+	return clone(cand), true, nil
+}
+
+// ConsumeApproval implements approval.Store.
+func (s *Store) ConsumeApproval(_ context.Context, ap approval.Approval, now time.Time) (approval.Approval, error) {
+	a := &s.approvals
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failed != nil {
+		return approval.Approval{}, a.failed
+	}
+	a.init()
+	cur, ok := a.slots[ap.Slot()]
+	if !ok || cur.ID != ap.ID || cur.Status != approval.Approved || !now.Before(cur.Expires) {
+		return approval.Approval{}, store.ErrConflict
+	}
+	cur.Status, cur.ConsumedAt = approval.Consumed, now.UTC()
+	a.slots[ap.Slot()] = cur
+	return clone(cur), nil
+}
+
+// DecideApproval implements approval.Store.
+func (s *Store) DecideApproval(_ context.Context, id string, d approval.Decision, now time.Time) (approval.Approval, error) {
+	a := &s.approvals
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failed != nil {
+		return approval.Approval{}, a.failed
+	}
+	a.init()
+	slot, ok := a.byID[id]
+	if !ok {
+		return approval.Approval{}, store.ErrNotFound
+	}
+	cur := a.slots[slot]
+	if cur.ID != id {
+		return approval.Approval{}, store.ErrConflict
+	}
+	if cur.Status != approval.Pending || !now.Before(cur.Expires) {
+		return clone(cur), store.ErrConflict
+	}
+	cur.Status, cur.DecidedBy, cur.DecidedAt, cur.Reason = d.Status, d.By, now.UTC(), d.Reason
+	a.slots[slot] = cur
+	return clone(cur), nil
+}
+
+// GetApproval implements approval.Store.
+func (s *Store) GetApproval(_ context.Context, id string) (approval.Approval, error) {
+	a := &s.approvals
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failed != nil {
+		return approval.Approval{}, a.failed
+	}
+	a.init()
+	slot, ok := a.byID[id]
+	if !ok || a.slots[slot].ID != id {
+		return approval.Approval{}, store.ErrNotFound
+	}
+	return clone(a.slots[slot]), nil
+}
+
+// ListApprovals implements approval.Store: oldest first, then by id.
+func (s *Store) ListApprovals(_ context.Context, f approval.Filter) ([]approval.Approval, error) {
+	a := &s.approvals
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failed != nil {
+		return nil, a.failed
+	}
+	var out []approval.Approval
+	for _, ap := range a.slots {
+		if f.Tenant == "" || ap.Tenant == f.Tenant {
+			out = append(out, clone(ap))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.Before(out[j].Created)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+func clone(a approval.Approval) approval.Approval {
+	a.Params = append([]byte(nil), a.Params...)
+	return a
+}
+
+var _ approval.Store = (*Store)(nil)

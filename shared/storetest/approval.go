@@ -1,0 +1,290 @@
+package storetest
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/approval"
+	"github.com/aegis-gw/aegis/shared/store"
+)
+
+// NewApprovalStore returns a fresh, empty approval store; it registers its
+// own cleanup.
+type NewApprovalStore func(t *testing.T) approval.Store
+
+// RunApprovals runs the approval store's contract (shared/approval.Store).
+func RunApprovals(t *testing.T, nb NewApprovalStore) {
+	t.Run("hold", func(t *testing.T) { testApprovalHold(t, nb(t)) })
+	t.Run("decide", func(t *testing.T) { testApprovalDecide(t, nb(t)) })
+	t.Run("consume", func(t *testing.T) { testApprovalConsume(t, nb(t)) })
+	t.Run("expiry", func(t *testing.T) { testApprovalExpiry(t, nb(t)) })
+	t.Run("races", func(t *testing.T) { testApprovalRaces(t, nb(t)) })
+	t.Run("list", func(t *testing.T) { testApprovalList(t, nb(t)) })
+}
+
+const approvalTTL = time.Hour
+
+func cand(tenant, caller, tool, hash string, now time.Time) approval.Approval {
+	return approval.Approval{
+		ID: approval.NewID(), Tenant: tenant, Caller: caller, Server: "payments", Tool: tool,
+		ParamsHash: hash, Params: []byte(`{"amount":5,"to":"acct-1"}`), Status: approval.Pending,
+		Created: now, Expires: now.Add(approvalTTL), CorrelationID: "corr-" + tool,
+	}
+}
+
+func hold(t *testing.T, s approval.Store, c approval.Approval, now time.Time) (approval.Approval, bool) {
+	t.Helper()
+	a, created, err := s.HoldApproval(ctx(t), c, now)
+	if err != nil {
+		t.Fatalf("HoldApproval: %v", err)
+	}
+	return a, created
+}
+
+func sameApproval(t *testing.T, what string, got, want approval.Approval) {
+	t.Helper()
+	if got.ID != want.ID || got.Slot() != want.Slot() || got.Status != want.Status ||
+		!got.Created.Equal(want.Created) || !got.Expires.Equal(want.Expires) ||
+		string(got.Params) != string(want.Params) || got.CorrelationID != want.CorrelationID ||
+		got.DecidedBy != want.DecidedBy || got.Reason != want.Reason || !got.DecidedAt.Equal(want.DecidedAt) ||
+		!got.ConsumedAt.Equal(want.ConsumedAt) {
+		t.Fatalf("%s = %+v\nwant %+v", what, got, want)
+	}
+}
+
+func testApprovalHold(t *testing.T, s approval.Store) {
+	c := cand("acme", "agent-1", "transfer", "h1", t0)
+	a, created := hold(t, s, c, t0)
+	if !created {
+		t.Fatal("first hold: created = false")
+	}
+	sameApproval(t, "first hold", a, c)
+	got, err := s.GetApproval(ctx(t), c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameApproval(t, "GetApproval", got, c)
+
+	// The same call again, later: the same approval.
+	again, created := hold(t, s, cand("acme", "agent-1", "transfer", "h1", t0.Add(time.Minute)), t0.Add(time.Minute))
+	if created || again.ID != c.ID {
+		t.Fatalf("repeat hold = %s created=%v, want %s", again.ID, created, c.ID)
+	}
+	// Another caller, other params, another tool or tenant: their own.
+	for _, o := range []approval.Approval{
+		cand("acme", "agent-2", "transfer", "h1", t0),
+		cand("acme", "agent-1", "transfer", "h2", t0),
+		cand("acme", "agent-1", "refund", "h1", t0),
+		cand("beta", "agent-1", "transfer", "h1", t0),
+	} {
+		if a, created := hold(t, s, o, t0); !created || a.ID != o.ID {
+			t.Fatalf("hold of %+v = %s created=%v; want its own approval", o.Slot(), a.ID, created)
+		}
+	}
+	if _, err := s.GetApproval(ctx(t), approval.NewID()); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetApproval(unknown) = %v, want ErrNotFound", err)
+	}
+}
+
+func testApprovalDecide(t *testing.T, s approval.Store) {
+	c := cand("acme", "agent-1", "transfer", "h1", t0)
+	hold(t, s, c, t0)
+	if _, err := s.DecideApproval(ctx(t), approval.NewID(), approval.Decision{Status: approval.Approved, By: "ops"}, t0); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("DecideApproval(unknown) = %v, want ErrNotFound", err)
+	}
+	at := t0.Add(2 * time.Minute)
+	a, err := s.DecideApproval(ctx(t), c.ID, approval.Decision{Status: approval.Approved, By: "alice", Reason: "ticket 7"}, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := c
+	want.Status, want.DecidedBy, want.Reason, want.DecidedAt = approval.Approved, "alice", "ticket 7", at
+	sameApproval(t, "approved", a, want)
+	if got, _ := s.GetApproval(ctx(t), c.ID); got.Status != approval.Approved {
+		t.Fatalf("GetApproval after approve: status %s", got.Status)
+	}
+	// Deciding again, either way, is a conflict that shows the approval as it is.
+	for _, st := range []approval.Status{approval.Approved, approval.Denied} {
+		got, err := s.DecideApproval(ctx(t), c.ID, approval.Decision{Status: st, By: "bob"}, at)
+		if !errors.Is(err, store.ErrConflict) || got.Status != approval.Approved || got.DecidedBy != "alice" {
+			t.Fatalf("second decision (%s) = %+v, %v; want ErrConflict with alice's approval", st, got, err)
+		}
+	}
+	// A denial is what a repeat hold then sees.
+	d := cand("acme", "agent-1", "transfer", "h-denied", t0)
+	hold(t, s, d, t0)
+	if _, err := s.DecideApproval(ctx(t), d.ID, approval.Decision{Status: approval.Denied, By: "alice", Reason: "no"}, at); err != nil {
+		t.Fatal(err)
+	}
+	if a, created := hold(t, s, cand("acme", "agent-1", "transfer", "h-denied", at), at); created || a.ID != d.ID || a.Status != approval.Denied || a.Reason != "no" {
+		t.Fatalf("hold after denial = %+v created=%v; want the denial", a, created)
+	}
+}
+
+func testApprovalConsume(t *testing.T, s approval.Store) {
+	c := cand("acme", "agent-1", "transfer", "h1", t0)
+	hold(t, s, c, t0)
+	if _, err := s.ConsumeApproval(ctx(t), c, t0); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ConsumeApproval(pending) = %v, want ErrConflict", err)
+	}
+	at := t0.Add(time.Minute)
+	if _, err := s.DecideApproval(ctx(t), c.ID, approval.Decision{Status: approval.Approved, By: "alice"}, at); err != nil {
+		t.Fatal(err)
+	}
+	a, created := hold(t, s, cand("acme", "agent-1", "transfer", "h1", at), at)
+	if created || a.Status != approval.Approved {
+		t.Fatalf("hold after approval = %+v created=%v", a, created)
+	}
+	used, err := s.ConsumeApproval(ctx(t), a, at)
+	if err != nil || used.Status != approval.Consumed || !used.ConsumedAt.Equal(at) {
+		t.Fatalf("ConsumeApproval = %+v, %v; want consumed at %v", used, err, at)
+	}
+	if _, err := s.ConsumeApproval(ctx(t), a, at); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second ConsumeApproval = %v, want ErrConflict", err)
+	}
+	// The next identical call is held afresh; the used approval is superseded.
+	next, created := hold(t, s, cand("acme", "agent-1", "transfer", "h1", at), at)
+	if !created || next.ID == c.ID || next.Status != approval.Pending {
+		t.Fatalf("hold after consumption = %+v created=%v; want a new pending approval", next, created)
+	}
+	if _, err := s.GetApproval(ctx(t), c.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("GetApproval(superseded) = %v, want ErrNotFound", err)
+	}
+	if _, err := s.DecideApproval(ctx(t), c.ID, approval.Decision{Status: approval.Approved, By: "alice"}, at); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("DecideApproval(superseded) = %v, want ErrConflict", err)
+	}
+	if _, err := s.ConsumeApproval(ctx(t), a, at); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ConsumeApproval(superseded) = %v, want ErrConflict", err)
+	}
+}
+
+func testApprovalExpiry(t *testing.T, s approval.Store) {
+	end := t0.Add(approvalTTL)
+	// Pending until the end: then it cannot be decided and a new hold replaces it.
+	p := cand("acme", "agent-1", "transfer", "pending", t0)
+	hold(t, s, p, t0)
+	if got, err := s.DecideApproval(ctx(t), p.ID, approval.Decision{Status: approval.Approved, By: "late"}, end); !errors.Is(err, store.ErrConflict) || got.ID != p.ID {
+		t.Fatalf("DecideApproval(expired) = %+v, %v; want ErrConflict", got, err)
+	}
+	if a, created := hold(t, s, cand("acme", "agent-1", "transfer", "pending", end), end); !created || a.ID == p.ID {
+		t.Fatalf("hold after expiry = %s created=%v; want a new approval", a.ID, created)
+	}
+	// Approved, then expired before use: cannot be consumed; held afresh.
+	ap := cand("acme", "agent-1", "transfer", "approved", t0)
+	hold(t, s, ap, t0)
+	if _, err := s.DecideApproval(ctx(t), ap.ID, approval.Decision{Status: approval.Approved, By: "alice"}, end.Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := hold(t, s, cand("acme", "agent-1", "transfer", "approved", end.Add(-time.Second)), end.Add(-time.Second))
+	if _, err := s.ConsumeApproval(ctx(t), cur, end); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ConsumeApproval(expired) = %v, want ErrConflict", err)
+	}
+	if a, created := hold(t, s, cand("acme", "agent-1", "transfer", "approved", end), end); !created || a.ID == ap.ID {
+		t.Fatalf("hold after approved expiry = %s created=%v; want a new approval", a.ID, created)
+	}
+	// Denied, then expired: the denial no longer applies.
+	dn := cand("acme", "agent-1", "transfer", "denied", t0)
+	hold(t, s, dn, t0)
+	if _, err := s.DecideApproval(ctx(t), dn.ID, approval.Decision{Status: approval.Denied, By: "alice"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	if a, created := hold(t, s, cand("acme", "agent-1", "transfer", "denied", end), end); !created || a.Status != approval.Pending {
+		t.Fatalf("hold after denial expiry = %+v created=%v; want a new pending approval", a, created)
+	}
+}
+
+func testApprovalRaces(t *testing.T, s approval.Store) {
+	const n = 12
+	// Racing holds of one slot: one approval, created once.
+	var wg sync.WaitGroup
+	ids := make([]string, n)
+	createdN := 0
+	var mu sync.Mutex
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, created, err := s.HoldApproval(ctx(t), cand("acme", "agent-1", "transfer", "race", t0), t0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			ids[i] = a.ID
+			if created {
+				createdN++
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if createdN != 1 {
+		t.Fatalf("%d racing holds created %d approvals, want 1", n, createdN)
+	}
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("racing holds returned different ids: %v", ids)
+		}
+	}
+	if _, err := s.DecideApproval(ctx(t), ids[0], approval.Decision{Status: approval.Approved, By: "alice"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := hold(t, s, cand("acme", "agent-1", "transfer", "race", t0), t0)
+	// Racing consumptions of one approval: exactly one wins.
+	won := 0
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.ConsumeApproval(ctx(t), a, t0)
+			switch {
+			case err == nil:
+				mu.Lock()
+				won++
+				mu.Unlock()
+			case !errors.Is(err, store.ErrConflict):
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if won != 1 {
+		t.Fatalf("%d racing consumptions: %d won, want exactly 1", n, won)
+	}
+}
+
+func testApprovalList(t *testing.T, s approval.Store) {
+	if got, err := s.ListApprovals(ctx(t), approval.Filter{}); err != nil || len(got) != 0 {
+		t.Fatalf("ListApprovals(empty) = %+v, %v", got, err)
+	}
+	a1 := cand("acme", "agent-1", "transfer", "h1", t0)
+	a2 := cand("acme", "agent-2", "transfer", "h1", t0.Add(time.Second))
+	b1 := cand("beta", "agent-1", "transfer", "h1", t0.Add(2*time.Second))
+	for _, c := range []approval.Approval{b1, a2, a1} {
+		hold(t, s, c, c.Created)
+	}
+	got, err := s.ListApprovals(ctx(t), approval.Filter{Tenant: "acme"})
+	if err != nil || len(got) != 2 || got[0].ID != a1.ID || got[1].ID != a2.ID {
+		t.Fatalf("ListApprovals(acme) = %+v, %v; want a1, a2", got, err)
+	}
+	sameApproval(t, "listed", got[0], a1)
+	all, err := s.ListApprovals(ctx(t), approval.Filter{})
+	if err != nil || len(all) != 3 || all[2].ID != b1.ID {
+		t.Fatalf("ListApprovals(all) = %+v, %v; want a1, a2, b1", all, err)
+	}
+	// A consumed approval that was superseded is not listed; its successor is.
+	if _, err := s.DecideApproval(ctx(t), a1.ID, approval.Decision{Status: approval.Approved, By: "alice"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := hold(t, s, cand("acme", "agent-1", "transfer", "h1", t0), t0)
+	if _, err := s.ConsumeApproval(ctx(t), cur, t0); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := hold(t, s, cand("acme", "agent-1", "transfer", "h1", t0.Add(3*time.Second)), t0.Add(3*time.Second))
+	got, _ = s.ListApprovals(ctx(t), approval.Filter{Tenant: "acme"})
+	if len(got) != 2 || got[0].ID != a2.ID || got[1].ID != next.ID {
+		t.Fatalf("ListApprovals(acme) after supersede = %+v; want a2, then the new hold", got)
+	}
+}
