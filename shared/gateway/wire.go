@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
@@ -26,6 +27,9 @@ type Backend struct {
 	Registry registry.Reader
 	Sessions session.Store
 	Audit    audit.Writer
+	// Approvals holds calls for a human; nil fails closed (every call that
+	// needs approval is refused with status "unavailable").
+	Approvals approval.Store
 }
 
 // Deps is what Build needs besides the backend.
@@ -38,6 +42,7 @@ type Deps struct {
 	Credentials upstream.Credentials // nil: no brokered credentials resolvable
 	CatalogTTL  time.Duration        // 0: one minute
 	Version     string
+	Notifier    approval.Notifier // nil: nobody is told of held calls
 }
 
 // Build wires the standard gateway: the pipeline in the order of
@@ -61,6 +66,7 @@ func Build(d Deps) (*Gateway, error) {
 	pipe, err := pipeline.New(
 		sessioncheck.New(b.Sessions, session.Limits{Lifetime: s.SessionLifetime, Idle: s.SessionIdle}, d.Now, d.Logger),
 		route.NewCheck(cat),
+		approval.New(b.Approvals, approval.Options{TTL: s.ApprovalTTL, Now: d.Now, Logger: d.Logger, Audit: b.Audit, Notifier: d.Notifier}),
 	)
 	if err != nil {
 		return nil, err
