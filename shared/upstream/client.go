@@ -14,13 +14,15 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/registry"
 )
 
-// ProtocolVersion is the version aegis offers upstream servers.
+// ProtocolVersion is the version aegis offers in initialize to upstream
+// servers that do not speak the stateless protocol (ModernProtocol).
 const ProtocolVersion = "2025-11-25"
 
 // MaxResponseBytes caps what aegis reads from an upstream answer.
@@ -49,13 +51,23 @@ func DecodeSession(v string) (Session, bool) {
 	return Session{ID: id, Protocol: p}, true
 }
 
-// Client sends requests to upstream MCP servers. It is safe for concurrent use.
+// Client sends requests to upstream MCP servers. It is safe for concurrent
+// use; set its fields before the first call and do not change them after.
 type Client struct {
 	HTTP       *http.Client
 	Timeout    time.Duration // UPSTREAM_TIMEOUT_SECS
 	MaxRetries int           // UPSTREAM_MAX_RETRIES, connection failures only
 	Creds      Credentials   // may be nil when no server has a credential
 	ClientName string
+
+	// Observe, when set, is told the outcome of every Call that ran to an
+	// end (not of calls whose context the caller cancelled): err is nil for
+	// an answer, including an upstream JSON-RPC error, and a failure of this
+	// package's types otherwise (see IsFailure). The circuit breaker records
+	// results through it.
+	Observe func(srv *registry.Server, err error)
+
+	legacy legacyHints // servers that answered server/discover as legacy
 }
 
 // Errors of an upstream exchange. The gateway maps Timeout to -32064 and the
@@ -76,6 +88,10 @@ type (
 	// SessionLost: the upstream answered 404 to a request carrying its
 	// session id; the caller re-initializes once.
 	SessionLost struct{}
+	// CredentialError: the server's brokered credential could not be
+	// resolved; nothing was sent. It maps to -32000 but does not count
+	// against the circuit breaker (the upstream is not at fault).
+	CredentialError struct{ Ref string }
 )
 
 func (e *ConnError) Error() string     { return "could not connect: " + e.Err.Error() }
@@ -84,6 +100,30 @@ func (e *TimeoutError) Error() string  { return fmt.Sprintf("upstream did not re
 func (e *HTTPError) Error() string     { return fmt.Sprintf("upstream answered HTTP %d %s", e.Status, e.Body) }
 func (e *ProtocolError) Error() string { return e.Detail }
 func (e *SessionLost) Error() string   { return "upstream session not found" }
+func (e *CredentialError) Error() string {
+	return "brokered credential unavailable (" + credKind(e.Ref) + ")"
+}
+
+// credKind is the part of a credential reference that may be shown: its
+// kind, never the name or path.
+func credKind(ref string) string {
+	k, _, _ := strings.Cut(ref, ":")
+	return k
+}
+
+// IsFailure reports whether err is an upstream failure that counts against
+// the circuit breaker: the upstream could not be reached, answered non-2xx,
+// sent something unreadable, or did not answer in time.
+func IsFailure(err error) bool {
+	var (
+		ce *ConnError
+		te *TimeoutError
+		he *HTTPError
+		pe *ProtocolError
+		sl *SessionLost
+	)
+	return errors.As(err, &ce) || errors.As(err, &te) || errors.As(err, &he) || errors.As(err, &pe) || errors.As(err, &sl)
+}
 
 // Exchange is one request to send.
 type Exchange struct {
@@ -96,19 +136,71 @@ type Exchange struct {
 }
 
 // Send performs one exchange and returns the upstream's JSON-RPC response
-// (nil for a notification). Connection failures are retried up to MaxRetries.
+// (nil for a notification). Connection failures where the request never
+// left are retried up to MaxRetries; timeouts and HTTP errors never are.
+// The server's brokered credential is injected as its header and removed
+// from everything returned: the response's result and error, and the
+// details of errors.
 func (c *Client) Send(ctx context.Context, ex *Exchange) (*jsonrpc.Response, http.Header, error) {
-	body := encodeRequest(ex.ID, ex.Method, ex.Params)
-	var lastErr error
+	var cred *injected
+	if cr := ex.Server.Credential; cr != nil {
+		if c.Creds == nil {
+			return nil, nil, &CredentialError{Ref: cr.Ref}
+		}
+		v, err := c.Creds.Resolve(ctx, cr.Ref)
+		if err != nil || v == "" {
+			return nil, nil, &CredentialError{Ref: cr.Ref}
+		}
+		cred = &injected{header: cr.Header, value: v, scrub: NewScrubber(v)}
+	}
+	params := ex.Params
+	if IsModern(ex.Session.Protocol) && ex.ID != nil {
+		params = c.modernMeta(params, ex.Session.Protocol)
+	}
+	body := encodeRequest(ex.ID, ex.Method, params)
+	var (
+		resp *jsonrpc.Response
+		hdr  http.Header
+		err  error
+	)
 	for attempt := 0; attempt <= c.MaxRetries; attempt++ {
-		resp, hdr, err := c.once(ctx, ex, body)
+		resp, hdr, err = c.once(ctx, ex, body, cred)
 		var ce *ConnError
 		if !errors.As(err, &ce) || ctx.Err() != nil {
-			return resp, hdr, err
+			break
 		}
-		lastErr = err
 	}
-	return nil, nil, lastErr
+	if cred != nil {
+		resp, err = cred.scrubAnswer(resp, err)
+	}
+	return resp, hdr, err
+}
+
+// injected is a resolved brokered credential for one Send.
+type injected struct {
+	header, value string
+	scrub         Scrubber
+}
+
+// scrubAnswer removes the credential from a response and from error details.
+func (in *injected) scrubAnswer(resp *jsonrpc.Response, err error) (*jsonrpc.Response, error) {
+	if resp != nil {
+		r := *resp
+		r.Result = in.scrub.JSON(r.Result)
+		r.Error = in.scrub.JSON(r.Error)
+		resp = &r
+	}
+	var (
+		he *HTTPError
+		pe *ProtocolError
+	)
+	switch {
+	case errors.As(err, &he):
+		err = &HTTPError{Status: he.Status, Body: in.scrub.String(he.Body)}
+	case errors.As(err, &pe):
+		err = &ProtocolError{Detail: in.scrub.String(pe.Detail)}
+	}
+	return resp, err
 }
 
 func encodeRequest(id json.RawMessage, method string, params json.RawMessage) []byte {
@@ -129,12 +221,13 @@ func encodeRequest(id json.RawMessage, method string, params json.RawMessage) []
 	return append(b, '}')
 }
 
-func (c *Client) once(ctx context.Context, ex *Exchange, body []byte) (*jsonrpc.Response, http.Header, error) {
+func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *injected) (*jsonrpc.Response, http.Header, error) {
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	wrote := false
+	var wrote atomic.Bool // set on the transport's writer goroutine
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) { wrote = true },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
 	})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ex.Server.URL, bytes.NewReader(body))
 	if err != nil {
@@ -152,19 +245,20 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte) (*jsonrpc.
 	if ex.Session.ID != "" {
 		h.Set("Mcp-Session-Id", ex.Session.ID)
 	}
-	if cred := ex.Server.Credential; cred != nil && c.Creds != nil {
-		v, err := c.Creds.Resolve(ctx, cred.Ref)
-		if err != nil {
-			return nil, nil, &ProtocolError{Detail: "brokered credential unavailable"}
-		}
-		h.Set(cred.Header, v)
+	if IsModern(ex.Session.Protocol) {
+		standardHeaders(h, ex.Method, ex.Params)
+	}
+	if cred != nil {
+		h.Set(cred.header, cred.value)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		switch {
-		case !wrote && ctx.Err() == nil:
+		case parent.Err() != nil: // the caller gave up; not the upstream's fault
+			return nil, nil, &ConnError{Err: parent.Err()}
+		case !wrote.Load() && ctx.Err() == nil:
 			return nil, nil, &ConnError{Err: errors.Unwrap(err)}
-		case ctx.Err() != nil && wrote:
+		case ctx.Err() != nil && wrote.Load():
 			return nil, nil, &TimeoutError{After: c.Timeout}
 		case ctx.Err() != nil:
 			return nil, nil, &ConnError{Err: ctx.Err()}
@@ -178,6 +272,9 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte) (*jsonrpc.
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		if ctx.Err() != nil && parent.Err() == nil {
+			return nil, nil, &TimeoutError{After: c.Timeout}
+		}
 		return nil, resp.Header, &HTTPError{Status: resp.StatusCode, Body: string(snippet)}
 	}
 	if ex.ID == nil { // notification: 202 expected, body ignored
@@ -185,16 +282,25 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte) (*jsonrpc.
 	}
 	raw, err := readAnswer(resp, ex.ID)
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && parent.Err() == nil {
 			return nil, nil, &TimeoutError{After: c.Timeout}
 		}
 		return nil, resp.Header, err
 	}
 	r, ok := jsonrpc.DecodeResponse(raw)
 	if !ok {
-		return nil, resp.Header, &ProtocolError{Detail: "upstream answer is not a JSON-RPC response"}
+		return nil, resp.Header, &ProtocolError{Detail: "upstream answer is not a JSON-RPC response: " + snippet(raw)}
 	}
 	return &r, resp.Header, nil
+}
+
+// snippet is the start of an unreadable answer, for the capped detail.
+func snippet(b []byte) string {
+	const n = 120
+	if len(b) > n {
+		b = b[:n]
+	}
+	return strings.ToValidUTF8(string(b), "?")
 }
 
 // readAnswer returns the JSON-RPC response for id from a JSON or SSE body.
@@ -211,9 +317,22 @@ func readAnswer(resp *http.Response, id json.RawMessage) ([]byte, error) {
 	return b, nil
 }
 
-// Initialize opens an upstream session on srv: initialize, then
-// notifications/initialized.
+// Initialize opens an upstream session on srv. A server that speaks the
+// stateless protocol (ModernProtocol) is recognised by server/discover and
+// needs no session: the returned Session carries only the version, and
+// every request then carries the SEP-2575 _meta and headers. Any other
+// server gets initialize, then notifications/initialized.
 func (c *Client) Initialize(ctx context.Context, srv *registry.Server) (Session, error) {
+	if !c.legacy.known(srv.URL) {
+		s, ok, err := c.discover(ctx, srv)
+		if err != nil {
+			return Session{}, err
+		}
+		if ok {
+			return s, nil
+		}
+		c.legacy.mark(srv.URL)
+	}
 	params := []byte(`{"protocolVersion":"` + ProtocolVersion + `","capabilities":{},"clientInfo":{"name":"` + c.name() + `","version":"1"}}`)
 	resp, hdr, err := c.Send(ctx, &Exchange{Server: srv, ID: json.RawMessage(`0`), Method: "initialize", Params: params})
 	if err != nil {
@@ -241,8 +360,17 @@ func (c *Client) name() string {
 
 // Call sends ex on ex.Session, initializing first when the session is empty
 // and once more when the upstream has lost it. It returns the session used,
-// so the caller can store it when it changed.
+// so the caller can store it when it changed. Observe, when set, is told
+// the outcome.
 func (c *Client) Call(ctx context.Context, ex *Exchange) (*jsonrpc.Response, Session, error) {
+	resp, s, err := c.call(ctx, ex)
+	if c.Observe != nil && ctx.Err() == nil {
+		c.Observe(ex.Server, err)
+	}
+	return resp, s, err
+}
+
+func (c *Client) call(ctx context.Context, ex *Exchange) (*jsonrpc.Response, Session, error) {
 	if ex.Session.Protocol == "" {
 		s, err := c.Initialize(ctx, ex.Server)
 		if err != nil {
