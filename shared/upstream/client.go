@@ -94,10 +94,14 @@ type (
 	CredentialError struct{ Ref string }
 )
 
-func (e *ConnError) Error() string     { return "could not connect: " + e.Err.Error() }
-func (e *ConnError) Unwrap() error     { return e.Err }
-func (e *TimeoutError) Error() string  { return fmt.Sprintf("upstream did not respond within %v", e.After) }
-func (e *HTTPError) Error() string     { return fmt.Sprintf("upstream answered HTTP %d %s", e.Status, e.Body) }
+func (e *ConnError) Error() string { return "could not connect: " + e.Err.Error() }
+func (e *ConnError) Unwrap() error { return e.Err }
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("upstream did not respond within %v", e.After)
+}
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("upstream answered HTTP %d %s", e.Status, e.Body)
+}
 func (e *ProtocolError) Error() string { return e.Detail }
 func (e *SessionLost) Error() string   { return "upstream session not found" }
 func (e *CredentialError) Error() string {
