@@ -1,0 +1,118 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aegis-gw/aegis/shared/refusal"
+)
+
+func TestDecodeKeepsExactBytes(t *testing.T) {
+	body := `{ "params" : {"z":1, "a" : [1.0, "\u00e9"]}, "id" : 1e3 , "method":"tools/call","jsonrpc":"2.0"}`
+	req, derr := Decode([]byte(body))
+	if derr != nil {
+		t.Fatal(derr)
+	}
+	if string(req.ID) != "1e3" || string(req.Params) != `{"z":1, "a" : [1.0, "\u00e9"]}` || req.Method != "tools/call" {
+		t.Fatalf("got id %s params %s method %s", req.ID, req.Params, req.Method)
+	}
+}
+
+func TestDecodeEscapedKeys(t *testing.T) {
+	// "\u006dethod" is "method": the decoder must see it as such.
+	req, derr := Decode([]byte(`{"jsonrpc":"2.0","id":1,"\u006dethod":"ping"}`))
+	if derr != nil || req.Method != "ping" {
+		t.Fatalf("escaped key: %v %+v", derr, req)
+	}
+	// Case differs: not "method" (encoding/json would accept "Method").
+	if _, derr := Decode([]byte(`{"jsonrpc":"2.0","id":1,"Method":"ping"}`)); derr == nil {
+		t.Fatal(`"Method" accepted as "method"`)
+	}
+}
+
+func TestEdit(t *testing.T) {
+	obj := json.RawMessage(`{"name":"a.b", "arguments":{"x":1},"server":"s","_meta":{"k":[1]}}`)
+	got := Edit(Edit(obj, "name", json.RawMessage(`"b"`)), "server", nil)
+	want := `{"name":"b","arguments":{"x":1},"_meta":{"k":[1]}}`
+	if string(got) != want {
+		t.Fatalf("got %s want %s", got, want)
+	}
+	if got := Edit(json.RawMessage(`{}`), "cursor", json.RawMessage(`"c"`)); string(got) != `{"cursor":"c"}` {
+		t.Fatalf("add to empty: %s", got)
+	}
+}
+
+func TestErrorFrames(t *testing.T) {
+	f := Refusal(json.RawMessage(`"x"`), refusal.Quota("free", 1000, 1000, "202611"), refusal.LayerGateway)
+	var m struct {
+		ID    string `json:"id"`
+		Error struct {
+			Code int            `json:"code"`
+			Data map[string]any `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(f, &m); err != nil {
+		t.Fatal(err)
+	}
+	d := m.Error.Data
+	if m.ID != "x" || m.Error.Code != -32060 || d["tier"] != "free" || d["period"] != "202611" || d["used"] != 1000.0 || d["limit"] != 1000.0 {
+		t.Fatalf("frame %s", f)
+	}
+	if len(d) != 5 { // tier, limit, used, period + aegis
+		t.Fatalf("quota data has extra members: %s", f)
+	}
+}
+
+// FuzzDecode: the decoder never panics; what it accepts is a single object
+// with a valid id, and every frame built from its verdict is valid JSON.
+func FuzzDecode(f *testing.F) {
+	seeds := []string{
+		// shapes from the JSON test suite (y_, n_ and i_ cases)
+		`[]`, `{}`, `[1,]`, `{"a":1,}`, `[1e999]`, `["\ud800"]`, `{"\u0000":1}`, "\xef\xbb\xbf{}",
+		`[-0]`, `[0.1e+2]`, `[1.5e-9999]`, `["\u00e9\uD834\uDD1E"]`, `{"a":"b","a":"c"}`, `[`, `]`, `"`, `nul`,
+		`[123456789012345678901234567890]`, `{"a" 1}`, `{'a':1}`, "[\"\t\"]", `["\x"]`, `[.5]`, `[01]`, `[NaN]`,
+		strings.Repeat("[", 500), strings.Repeat("[", 100) + strings.Repeat("]", 100),
+		// requests
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","method":"x","params":null}`,
+		`{"jsonrpc":"2.0","id":[1],"method":"x"}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
+		`{"jsonrpc":"2.0","id":1,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"} trailing`,
+	}
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, derr := Decode(b)
+		if derr != nil {
+			if req != nil {
+				t.Fatal("both a request and an error")
+			}
+			if !json.Valid(derr.ID) {
+				t.Fatalf("error id not JSON: %q", derr.ID)
+			}
+			if frame := Refusal(derr.ID, derr.Refusal, refusal.LayerGateway); !json.Valid(frame) {
+				t.Fatalf("invalid error frame %q", frame)
+			}
+			return
+		}
+		if !json.Valid(bytes.TrimSpace(b)) || req.Method == "" {
+			t.Fatalf("accepted %q", b)
+		}
+		id := req.ReplyID()
+		if !json.Valid(id) || (id[0] != '"' && id[0] != 'n' && id[0] != '-' && (id[0] < '0' || id[0] > '9')) {
+			t.Fatalf("accepted id %q", id)
+		}
+		if req.Params != nil && req.Params[0] != '{' && req.Params[0] != '[' {
+			t.Fatalf("accepted params %q", req.Params)
+		}
+		if frame := Result(id, json.RawMessage(`{}`)); !json.Valid(frame) {
+			t.Fatalf("invalid result frame %q", frame)
+		}
+	})
+}
