@@ -1,0 +1,140 @@
+package dynamo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/aegis-gw/aegis/shared/audit"
+)
+
+// Audit item (audit table), one per record, every field its own attribute
+// so the table reads well in the console:
+//
+//	pk <tenant>  sk <time, audit.SortTimeLayout>#<correlation id>#<8 random hex>
+//	ttl = time + AuditRetention
+//
+// Query reads one tenant's partition by sk BETWEEN from AND to (the range is
+// [From, To) because every sk extends its time with '#...'), with the filter
+// ttl > now: an expired record is never returned, collected or not.
+// Writes are conditional on attribute_not_exists(sk) (a record is written
+// once; a collision of the random suffix is an error, never an overwrite).
+
+// AuditItem is r as the audit table stores it (also the golden-file form).
+func AuditItem(r audit.Record, retention time.Duration, suffix string) Item {
+	r.Time = r.Time.UTC()
+	it := Key(r.Tenant, r.Time.Format(audit.SortTimeLayout)+"#"+KeyPart(r.CorrelationID)+"#"+suffix)
+	it[AttrTTL] = TTL(r.Time.Add(retention))
+	it["time"] = S(r.Time.Format(time.RFC3339Nano))
+	it["tenant"] = S(r.Tenant)
+	str := func(name, v string) {
+		if v != "" {
+			it[name] = S(v)
+		}
+	}
+	str("caller", r.Caller)
+	str("session", r.Session)
+	str("correlation_id", r.CorrelationID)
+	str("layer", r.Layer)
+	str("method", r.Method)
+	str("server", r.Server)
+	str("tool", r.Tool)
+	str("params_hash", r.ParamsHash)
+	it["code"] = N(int64(r.Code))
+	str("word", r.Word)
+	str("outcome", r.Outcome)
+	it["latency_ms"] = &types.AttributeValueMemberN{Value: strconv.FormatFloat(r.LatencyMs, 'f', -1, 64)}
+	str("policy_hash", r.PolicyHash)
+	str("detail", r.Detail)
+	return it
+}
+
+func auditFromItem(it Item) audit.Record {
+	t, _ := time.Parse(time.RFC3339Nano, GetS(it, "time"))
+	var lat float64
+	if v, ok := it["latency_ms"].(*types.AttributeValueMemberN); ok {
+		lat, _ = strconv.ParseFloat(v.Value, 64)
+	}
+	return audit.Record{
+		Time: t, Tenant: GetS(it, "tenant"), Caller: GetS(it, "caller"), Session: GetS(it, "session"),
+		CorrelationID: GetS(it, "correlation_id"), Layer: GetS(it, "layer"), Method: GetS(it, "method"),
+		Server: GetS(it, "server"), Tool: GetS(it, "tool"), ParamsHash: GetS(it, "params_hash"),
+		Code: int(GetN(it, "code")), Word: GetS(it, "word"), Outcome: GetS(it, "outcome"),
+		LatencyMs: lat, PolicyHash: GetS(it, "policy_hash"), Detail: GetS(it, "detail"),
+	}
+}
+
+// Write implements audit.Writer.
+func (s *Store) Write(ctx context.Context, r audit.Record) error {
+	if r.Tenant == "" {
+		return errors.New("dynamo: audit record without tenant")
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(s.tables.Audit),
+		Item:                AuditItem(r, s.opt.AuditRetention, hex.EncodeToString(b[:])),
+		ConditionExpression: aws.String("attribute_not_exists(sk)"),
+	})
+	return mapErr("audit Write", err)
+}
+
+// Query implements audit.Reader. The cursor is the last returned sort key.
+func (s *Store) Query(ctx context.Context, q audit.Query) ([]audit.Record, string, error) {
+	limit := audit.PageSize(q.Limit)
+	var start Item
+	if q.Cursor != "" {
+		sk, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		if err != nil {
+			return nil, "", audit.ErrBadCursor
+		}
+		start = Key(q.Tenant, string(sk))
+	}
+	now := s.opt.Now()
+	var out []audit.Record
+	for {
+		page, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:                aws.String(s.tables.Audit),
+			KeyConditionExpression:   aws.String("pk = :t AND sk BETWEEN :from AND :to"),
+			FilterExpression:         aws.String("#ttl > :now"),
+			ExpressionAttributeNames: map[string]string{"#ttl": AttrTTL},
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":t":    S(q.Tenant),
+				":from": S(q.From.UTC().Format(audit.SortTimeLayout)),
+				":to":   S(q.To.UTC().Format(audit.SortTimeLayout)),
+				":now":  N(now.Unix()),
+			},
+			ExclusiveStartKey: start,
+			Limit:             aws.Int32(int32(limit - len(out))),
+		})
+		if err != nil {
+			return nil, "", mapErr("audit Query", err)
+		}
+		for _, it := range page.Items {
+			// The ttl filter has second precision; age exactly.
+			if r := auditFromItem(it); r.Time.Add(s.opt.AuditRetention).After(now) {
+				out = append(out, r)
+			}
+		}
+		if page.LastEvaluatedKey == nil {
+			return out, "", nil
+		}
+		if len(out) >= limit {
+			return out, base64.RawURLEncoding.EncodeToString([]byte(GetS(page.LastEvaluatedKey, AttrSK))), nil
+		}
+		start = page.LastEvaluatedKey
+	}
+}
+
+var (
+	_ audit.Writer = (*Store)(nil)
+	_ audit.Reader = (*Store)(nil)
+)

@@ -1,0 +1,18 @@
+package dynamo_test
+
+import (
+	"testing"
+
+	"github.com/aegis-gw/aegis/shared/dynamo"
+	"github.com/aegis-gw/aegis/shared/dynamo/dynamotest"
+	"github.com/aegis-gw/aegis/shared/storetest"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, o storetest.Options) storetest.Backend {
+		s := dynamotest.Start(t).Store(t, dynamo.Options{AuditRetention: o.AuditRetention, Now: o.Now})
+		return storetest.Backend{Registry: s, Sessions: s, Counters: s, Stops: s, Audit: s}
+	})
+}
