@@ -125,4 +125,3 @@ func (s *Store) Delete(ctx context.Context, tenant, id string) error {
 }
 
 var _ session.Store = (*Store)(nil)
-
