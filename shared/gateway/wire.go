@@ -13,7 +13,10 @@ import (
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/killswitch"
 	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/quota"
+	"github.com/aegis-gw/aegis/shared/ratelimit"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/route"
 	"github.com/aegis-gw/aegis/shared/session"
@@ -30,6 +33,11 @@ type Backend struct {
 	// Approvals holds calls for a human; nil fails closed (every call that
 	// needs approval is refused with status "unavailable").
 	Approvals approval.Store
+	// Counters counts rate-limit windows and monthly usage
+	// (ratelimit.Counter and quota.Meter); nil leaves both checks out.
+	Counters ratelimit.Counter
+	// Stops are the kill switches; nil leaves the kill-switch check out.
+	Stops killswitch.Reader
 }
 
 // Deps is what Build needs besides the backend.
@@ -43,6 +51,7 @@ type Deps struct {
 	CatalogTTL  time.Duration        // 0: one minute
 	Version     string
 	Notifier    approval.Notifier // nil: nobody is told of held calls
+	Tiers       quota.Tiers       // monthly limits per tier; nil: quota.DefaultTiers()
 }
 
 // Build wires the standard gateway: the pipeline in the order of
@@ -63,11 +72,25 @@ func Build(d Deps) (*Gateway, error) {
 	s, b := d.Settings, d.Backend
 	up := &upstream.Client{HTTP: d.HTTP, Timeout: s.UpstreamTimeout, MaxRetries: s.UpstreamMaxRetries, Creds: d.Credentials}
 	cat := route.NewCatalog(b.Registry, lister{up}, d.CatalogTTL, d.Now)
-	pipe, err := pipeline.New(
+	checks := []pipeline.Check{
 		sessioncheck.New(b.Sessions, session.Limits{Lifetime: s.SessionLifetime, Idle: s.SessionIdle}, d.Now, d.Logger),
-		route.NewCheck(cat),
-		approval.New(b.Approvals, approval.Options{TTL: s.ApprovalTTL, Now: d.Now, Logger: d.Logger, Audit: b.Audit, Notifier: d.Notifier}),
-	)
+	}
+	if b.Counters != nil {
+		tiers := d.Tiers
+		if tiers == nil {
+			tiers = quota.DefaultTiers()
+		}
+		checks = append(checks,
+			ratelimit.New(b.Counters, s.RateLimitPerSession, s.RateLimitPerTool, d.Now, d.Logger),
+			quota.New(b.Counters, quota.Options{Enabled: s.BillingEnabled, Enforce: s.BillingEnforce, Tiers: tiers}, d.Now, d.Logger))
+	}
+	checks = append(checks, route.NewCheck(cat))
+	if b.Stops != nil {
+		checks = append(checks, killswitch.New(b.Stops, s.KillSwitchRefresh, d.Now, d.Logger))
+	}
+	checks = append(checks,
+		approval.New(b.Approvals, approval.Options{TTL: s.ApprovalTTL, Now: d.Now, Logger: d.Logger, Audit: b.Audit, Notifier: d.Notifier}))
+	pipe, err := pipeline.New(checks...)
 	if err != nil {
 		return nil, err
 	}
