@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestServeDemo runs the README's first command as a user would (the built
+// binary) and pastes the two curl commands it prints, as HTTP requests.
+func TestServeDemo(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "aegis")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const key = "aegis_testkey1_abcdefghijklmnopqrstuvwxyz"
+	cmd := exec.Command(bin, "serve", "--demo", "--addr", addr)
+	cmd.Env = append(os.Environ(), "AEGIS_DEMO_KEY="+key)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	// Read the banner up to the second curl command.
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var banner []string
+	deadline := time.After(30 * time.Second)
+	for len(banner) == 0 || strings.Count(strings.Join(banner, "\n"), "curl ") < 2 || !strings.HasPrefix(strings.TrimSpace(banner[len(banner)-1]), "-d ") {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("serve exited; stderr:\n%s", stderr.String())
+			}
+			banner = append(banner, l)
+		case <-deadline:
+			t.Fatalf("no banner; got %q, stderr %s", banner, stderr.String())
+		}
+	}
+	text := strings.Join(banner, "\n")
+	if !strings.Contains(text, "demo API key: "+key) || !strings.Contains(text, "http://"+addr) {
+		t.Fatalf("banner lacks the key or address:\n%s", text)
+	}
+	// Paste each printed curl command: its URL, header and -d body.
+	re := regexp.MustCompile(`curl -s (\S+) -H 'Authorization: Bearer (\S+)' -H 'Content-Type: application/json' \\\n\s+-d '([^']+)'`)
+	cmds := re.FindAllStringSubmatch(text, -1)
+	if len(cmds) != 2 {
+		t.Fatalf("want two curl commands in:\n%s", text)
+	}
+	wantIn := []string{`"name":"echo"`, `"text":"hello"`}
+	for i, c := range cmds {
+		req, _ := http.NewRequest(http.MethodPost, c[1], strings.NewReader(c[3]))
+		req.Header.Set("Authorization", "Bearer "+c[2])
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !json.Valid(b) || !strings.Contains(string(b), wantIn[i]) {
+			t.Fatalf("command %d: %d %s", i+1, resp.StatusCode, b)
+		}
+	}
+	if strings.Contains(stderr.String(), key) {
+		t.Fatal("the demo key appears in the log")
+	}
+}
+
+func TestServeRefusesBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(path, []byte("tenants:\n  - id: acme\n    tier: platinum\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := serve("127.0.0.1:0", false, path, "memory", nil, &out)
+	if err == nil || !strings.Contains(err.Error(), "tenants[0].tier") {
+		t.Fatalf("err %v, want one naming tenants[0].tier", err)
+	}
+	t.Setenv("RATE_LIMIT_PER_TOOL", "lots")
+	if err := serve("127.0.0.1:0", true, "", "memory", nil, &out); err == nil || !strings.Contains(err.Error(), "RATE_LIMIT_PER_TOOL") {
+		t.Fatalf("err %v, want one naming RATE_LIMIT_PER_TOOL", err)
+	}
+}

@@ -1,0 +1,98 @@
+package config
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaultsFromSeed(t *testing.T) {
+	s, err := FromEnv(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ApprovalTTL != time.Hour || s.UpstreamTimeout != 10*time.Second || s.UpstreamMaxRetries != 2 ||
+		s.CircuitFailureThreshold != 5 || s.CircuitCooldown != 10*time.Second || s.UpstreamMaxConcurrent != 64 ||
+		s.RateLimitPerSession != 120 || s.RateLimitPerTool != 60 || s.ThreatMode != "block" ||
+		s.InputValidation != "block" || s.EgressAction != "block" || s.PIIAction != "redact" || s.BillingEnforce {
+		t.Fatalf("defaults differ from the seed: %+v", s)
+	}
+}
+
+func TestBadSettingsNameTheVariable(t *testing.T) {
+	for _, tc := range []struct{ name, value string }{
+		{"RATE_LIMIT_PER_TOOL", "ten"},
+		{"RATE_LIMIT_PER_SESSION", "-1"},
+		{"UPSTREAM_TIMEOUT_SECS", "0"},
+		{"THREAT_MODE", "panic"},
+		{"PII_ACTION", "delete"},
+		{"BILLING_ENFORCE", "yes"},
+		{"MAX_BODY_BYTES", "99999999999"},
+	} {
+		_, err := FromEnv(env(map[string]string{tc.name: tc.value}))
+		if err == nil || !strings.Contains(err.Error(), tc.name) {
+			t.Errorf("%s=%s: err %v, want one naming the variable", tc.name, tc.value, err)
+		}
+	}
+	if _, err := FromEnv(env(map[string]string{"SESSION_IDLE_SECS": "100", "SESSION_LIFETIME_SECS": "50"})); err == nil {
+		t.Error("idle longer than lifetime accepted")
+	}
+	s, err := FromEnv(env(map[string]string{"RATE_LIMIT_PER_TOOL": "0", "SERVED_TENANTS": "a, b"}))
+	if err != nil || s.RateLimitPerTool != 0 || !s.Served("b") || s.Served("c") {
+		t.Fatalf("0 and lists: %+v %v", s, err)
+	}
+}
+
+func TestDemoConfigIsValid(t *testing.T) {
+	b, err := os.ReadFile("../../examples/demo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ParseFile(b, env(map[string]string{"AEGIS_DEMO_UPSTREAM": "http://127.0.0.1:9/mcp"}), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, ss, _ := f.Registry()
+	if len(ts) != 1 || ts[0].ID != "demo" || len(ss) != 1 || ss[0].Name != "mock-primary" || !ss[0].Tools["transfer"].RequiresApproval {
+		t.Fatalf("demo config: %+v %+v", ts, ss)
+	}
+}
+
+func TestBadFilesNameTheField(t *testing.T) {
+	base := `tenants:
+  - id: acme
+    tier: growth
+    keys:
+      - {id: abcd1234, caller: bot, sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}
+    servers:
+      - name: billing
+        url: https://billing.example.com/mcp
+        credential: {header: Authorization, ref: env:TOKEN}
+`
+	if _, err := ParseFile([]byte(base), env(nil), false); err != nil {
+		t.Fatalf("valid file refused: %v", err)
+	}
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"bad tier", "tier: growth", "tier: gold", "tenants[0].tier"},
+		{"missing tier", "tier: growth", "", "tenants[0].tier"},
+		{"bad id", "id: acme", "id: Acme!", "tenants[0].id"},
+		{"http outside local mode", "https://billing", "http://billing", "tenants[0].servers[0].url"},
+		{"metadata address", "billing.example.com", "169.254.169.254", "tenants[0].servers[0].url"},
+		{"loopback outside local mode", "billing.example.com", "127.0.0.1", "tenants[0].servers[0].url"},
+		{"userinfo in URL", "https://billing", "https://u:p@billing", "tenants[0].servers[0].url"},
+		{"a key instead of a hash", "sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "sha256: aegis_abcd1234_secretsecretsecretsecret", "tenants[0].keys[0].sha256"},
+		{"bad credential ref", "ref: env:TOKEN", "ref: vault:x", "tenants[0].servers[0].credential.ref"},
+		{"unknown field", "tier: growth", "tier: growth\n    skip_auth: true", "skip_auth"},
+		{"not YAML", "tenants:", "tenants: [", "invalid YAML"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseFile([]byte(strings.Replace(base, tc.from, tc.to, 1)), env(nil), false)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+}
