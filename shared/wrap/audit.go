@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,24 +42,37 @@ func paramsHash(b []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// auditLog appends records to one file. It is used by one goroutine only.
+// auditLog appends records to one file. commit is called by one goroutine.
 //
-// Durability: commit writes a batch of records with a single write(2) on an
-// O_APPEND descriptor and then forces it to stable storage (fdatasync on
-// Linux, fsync elsewhere) before it returns. Callers act on a decision
-// (forward the call, write the refusal frame) only after commit returned
-// nil, so a record exists on disk for every decision that had an effect.
+// The durability promise (docs/design/wrap.md):
+//
+//   - commit returns only after the batch is in the file: one write(2) of
+//     whole lines on an O_APPEND descriptor. Callers act on a decision
+//     (forward the call, write the refusal frame) only after commit
+//     returned nil, so a crash of wrap itself (panic, OOM, kill -9) never
+//     loses the record of a decision that had an effect.
+//   - For power loss and OS crashes: with syncEach (--audit-sync), commit
+//     also forces the batch to stable storage before returning. Without it,
+//     a background goroutine starts an fdatasync as soon as records are
+//     written (one in flight at a time), and close syncs before returning.
+//   - A sync error is returned by the next commit, which fails closed.
 type auditLog struct {
-	f   *os.File
-	seq uint64
-	buf []byte
-	now func() time.Time
+	f        *os.File
+	seq      uint64
+	buf      []byte
+	now      func() time.Time
+	syncEach bool
+
+	dirty   chan struct{} // cap 1: records written since the last sync began
+	stop    chan struct{}
+	stopped chan struct{}
+	syncErr atomic.Pointer[error]
 }
 
 // openAudit opens path for appending, creating it (mode 0600) when needed.
 // A new file's directory entry is synced too, so the file itself survives
 // a power cut.
-func openAudit(path string) (*auditLog, error) {
+func openAudit(path string, syncEach bool) (*auditLog, error) {
 	_, statErr := os.Stat(path)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
@@ -70,7 +84,26 @@ func openAudit(path string) (*auditLog, error) {
 			return nil, err
 		}
 	}
-	return &auditLog{f: f, now: time.Now}, nil
+	a := &auditLog{f: f, now: time.Now, syncEach: syncEach}
+	if !syncEach {
+		a.dirty, a.stop, a.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		go a.syncer()
+	}
+	return a, nil
+}
+
+func (a *auditLog) syncer() {
+	defer close(a.stopped)
+	for {
+		select {
+		case <-a.dirty:
+			if err := datasync(a.f); err != nil {
+				a.syncErr.CompareAndSwap(nil, &err)
+			}
+		case <-a.stop:
+			return
+		}
+	}
 }
 
 func syncDir(dir string) error {
@@ -82,8 +115,11 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// commit numbers, encodes, appends and syncs recs as one batch.
+// commit numbers, encodes and appends recs as one batch (see auditLog).
 func (a *auditLog) commit(recs []Record) error {
+	if p := a.syncErr.Load(); p != nil {
+		return *p
+	}
 	a.buf = a.buf[:0]
 	now := a.now().UTC()
 	for i := range recs {
@@ -98,12 +134,28 @@ func (a *auditLog) commit(recs []Record) error {
 	if _, err := a.f.Write(a.buf); err != nil {
 		return err
 	}
-	return datasync(a.f)
+	if a.syncEach {
+		return datasync(a.f)
+	}
+	select {
+	case a.dirty <- struct{}{}:
+	default: // a sync is already due; it will cover these bytes
+	}
+	return nil
 }
 
+// close syncs every record written and closes the file.
 func (a *auditLog) close() error {
 	if a == nil {
 		return nil
 	}
-	return a.f.Close()
+	if a.stop != nil {
+		close(a.stop)
+		<-a.stopped
+	}
+	err := datasync(a.f)
+	if cerr := a.f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -6,8 +6,8 @@
 // stream is byte-identical to talking to the child directly and wrap writes
 // no JSON-RPC of its own. With --policy, a refused tools/call never reaches
 // the child and is answered with the one frame wrap may author (-32042,
-// data.aegis.layer "wrap"). With --audit, every tools/call decision is on
-// stable storage before the call is forwarded or the refusal written.
+// data.aegis.layer "wrap"). With --audit, every tools/call decision is in
+// the audit file before the call is forwarded or the refusal written.
 // docs/wrap.md is the user's page; docs/design/wrap.md records the choices.
 package wrap
 
@@ -30,7 +30,7 @@ const (
 	ExitNotFound   = 127 // the command was not found
 )
 
-const usage = `usage: aegis wrap [--policy FILE] [--audit FILE] -- COMMAND [ARGS...]
+const usage = `usage: aegis wrap [--policy FILE] [--audit FILE [--audit-sync]] -- COMMAND [ARGS...]
 
 Runs COMMAND (a stdio MCP server) and relays its stdin and stdout; stderr
 passes through, signals are forwarded, and wrap exits with COMMAND's status.
@@ -38,8 +38,12 @@ passes through, signals are forwarded, and wrap exits with COMMAND's status.
   --policy FILE  YAML with deny:, approval: and optional allow: lists of
                  tool-name globs; a refused tools/call is answered with
                  error -32042 and never reaches COMMAND
-  --audit FILE   append one JSON line per tools/call decision, on stable
-                 storage before the call is forwarded or refused
+  --audit FILE   append one JSON line per tools/call decision; the line is
+                 in the file before the call is forwarded or refused
+                 (survives any crash of wrap), and synced to disk
+                 right after (at once on a clean exit)
+  --audit-sync   also sync each record to disk before acting on it
+                 (survives power loss; costs one fdatasync per call)
 
 See docs/wrap.md.
 `
@@ -53,6 +57,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	policyPath := fs.String("policy", "", "YAML policy file")
 	auditPath := fs.String("audit", "", "audit file (JSON lines, appended)")
+	auditSync := fs.Bool("audit-sync", false, "fdatasync each record before acting on the decision")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -75,12 +80,16 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		g.policy, g.enforce = p, true
 	}
 	if *auditPath != "" {
-		a, err := openAudit(*auditPath)
+		a, err := openAudit(*auditPath, *auditSync)
 		if err != nil {
 			fmt.Fprintf(stderr, "aegis wrap: audit: %v\n", err)
 			return ExitUsage
 		}
-		defer a.close()
+		defer func() {
+			if err := a.close(); err != nil {
+				fmt.Fprintf(stderr, "aegis wrap: audit: %v\n", err)
+			}
+		}()
 		g.audit = a
 		g.onAuditErr = func(err error) {
 			fmt.Fprintf(stderr, "aegis wrap: audit: %v; tools/call refused until records can be written\n", err)
@@ -89,26 +98,35 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = stderr
-	childIn, err := cmd.StdinPipe()
+	childStdin, childIn, err := pipe()
 	if err != nil {
 		fmt.Fprintf(stderr, "aegis wrap: %v\n", err)
-		return ExitUsage
+		return ExitCannotExec
 	}
-	childOut, err := cmd.StdoutPipe()
+	childOut, childStdout, err := pipe()
 	if err != nil {
+		childStdin.Close()
+		childIn.Close()
 		fmt.Fprintf(stderr, "aegis wrap: %v\n", err)
-		return ExitUsage
+		return ExitCannotExec
 	}
+	cmd.Stdin, cmd.Stdout = childStdin, childStdout
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	childStdin.Close() // the child's ends, now the child's alone
+	childStdout.Close()
+	if err != nil {
+		childIn.Close()
+		childOut.Close()
 		fmt.Fprintf(stderr, "aegis wrap: cannot start %s: %v\n", argv[0], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return ExitNotFound
 		}
 		return ExitCannotExec
 	}
+	defer childOut.Close()
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -127,12 +145,13 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// Nothing to decide or record: plain copies in both directions
 		// (splice(2) between pipes on Linux).
 		go func() {
-			_, _ = io.Copy(childIn, stdin)
+			_ = copyLoop(childIn, stdin)
 			childIn.Close()
 		}()
 		go func() {
-			_, _ = io.Copy(stdout, childOut)
-			_, _ = io.Copy(io.Discard, childOut) // client gone: keep the child unblocked
+			if copyLoop(stdout, childOut) != nil {
+				_ = copyLoop(io.Discard, childOut) // client gone: keep the child unblocked
+			}
 			close(relayed)
 		}()
 	} else {
@@ -150,6 +169,23 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	<-relayed
 	err = cmd.Wait()
 	return exitCode(cmd, err, stderr)
+}
+
+// copyLoop copies src to dst until EOF, writing every read at once (no
+// splice, no extra buffering), and reports the first write error.
+func copyLoop(dst io.Writer, src io.Reader) error {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err != nil {
+			return nil
+		}
+	}
 }
 
 func exitCode(cmd *exec.Cmd, err error, stderr io.Writer) int {

@@ -1,0 +1,168 @@
+package wrap
+
+import (
+	"bufio"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Per-message latency, measured as a round trip through the mirror child:
+// the client writes one line and reads its echo. "direct" talks to the
+// child; the others go through wrap (a separate process, as in real use).
+// Wrap's overhead per relayed message is (wrapped − direct) / 2: each round
+// trip crosses wrap twice. docs/perf/wrap.md has the figures.
+func BenchmarkRelay(b *testing.B) {
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"progressToken":"p-0001"}}}` + "\n"
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world"}}}` + "\n"
+	denied := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"shell_exec","arguments":{"cmd":"id"}}}` + "\n"
+	cases := []struct {
+		name  string
+		wrap  []string // nil: no wrap
+		line  string
+		reply string
+	}{
+		{"direct/message", nil, ping, ping},
+		{"wrap-default/message", []string{}, ping, ping},
+		{"wrap-policy-audit/message", []string{"--policy", "POLICY", "--audit", "AUDIT"}, ping, ping},
+		{"direct/tools-call", nil, call, call},
+		{"wrap-policy-audit/recorded-allowed-call", []string{"--policy", "POLICY", "--audit", "AUDIT"}, call, call},
+		{"wrap-policy-audit/recorded-refused-call", []string{"--policy", "POLICY", "--audit", "AUDIT"}, denied, frame("3", "POLICY_DENIED")},
+		{"wrap-policy-audit-sync/recorded-allowed-call", []string{"--policy", "POLICY", "--audit", "AUDIT", "--audit-sync"}, call, call},
+		{"wrap-policy-audit-sync/recorded-refused-call", []string{"--policy", "POLICY", "--audit", "AUDIT", "--audit-sync"}, denied, frame("3", "POLICY_DENIED")},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			dir := b.TempDir()
+			pol := writeFile(b, "policy.yaml", testPolicy)
+			argv := childArgv(b, "mirror", "")
+			if tc.wrap != nil {
+				w := []string{self(b), roleFlag + "wrap"}
+				for _, a := range tc.wrap {
+					switch a {
+					case "POLICY":
+						a = pol
+					case "AUDIT":
+						a = filepath.Join(dir, "audit.jsonl")
+					}
+					w = append(w, a)
+				}
+				argv = append(append(w, "--"), argv...)
+			}
+			// Blocking pipes on the client side too, so that the client's
+			// own wake-ups cost the same with and without wrap.
+			cmd := exec.Command(argv[0], argv[1:]...)
+			childIn, in, _ := pipe()
+			outp, childOut, _ := pipe()
+			cmd.Stdin, cmd.Stdout = childIn, childOut
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			childIn.Close()
+			childOut.Close()
+			defer outp.Close()
+			r := bufio.NewReader(outp)
+			roundTrip := func() {
+				if _, err := io.WriteString(in, tc.line); err != nil {
+					b.Fatal(err)
+				}
+				got, err := r.ReadString('\n')
+				if err != nil || got != tc.reply {
+					b.Fatalf("got %q, %v", got, err)
+				}
+			}
+			for range 200 { // warm-up
+				roundTrip()
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				roundTrip()
+			}
+			b.StopTimer()
+			in.Close()
+			_ = cmd.Wait()
+		})
+	}
+}
+
+// Per-message cost when messages stream (a client that does not wait for
+// each answer): one op is one message written by the client and read back
+// from the mirror child.
+func BenchmarkStream(b *testing.B) {
+	ping := []byte(`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"progressToken":"p-0001"}}}` + "\n")
+	for _, tc := range []struct {
+		name string
+		wrap []string
+	}{
+		{"direct", nil},
+		{"wrap-default", []string{}},
+		{"wrap-policy-audit", []string{"--policy", "POLICY", "--audit", "AUDIT"}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			dir := b.TempDir()
+			pol := writeFile(b, "policy.yaml", testPolicy)
+			argv := childArgv(b, "mirror", "")
+			if tc.wrap != nil {
+				w := []string{self(b), roleFlag + "wrap"}
+				for _, a := range tc.wrap {
+					switch a {
+					case "POLICY":
+						a = pol
+					case "AUDIT":
+						a = filepath.Join(dir, "audit.jsonl")
+					}
+					w = append(w, a)
+				}
+				argv = append(append(w, "--"), argv...)
+			}
+			cmd := exec.Command(argv[0], argv[1:]...)
+			childIn, in, _ := pipe()
+			outp, childOut, _ := pipe()
+			cmd.Stdin, cmd.Stdout = childIn, childOut
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			childIn.Close()
+			childOut.Close()
+			defer outp.Close()
+			n := b.N
+			b.ResetTimer()
+			go func() {
+				for range n {
+					if _, err := in.Write(ping); err != nil {
+						return
+					}
+				}
+				in.Close()
+			}()
+			got, _ := io.Copy(io.Discard, outp)
+			b.StopTimer()
+			if got != int64(n*len(ping)) {
+				b.Fatalf("read %d bytes, want %d", got, n*len(ping))
+			}
+			_ = cmd.Wait()
+		})
+	}
+}
+
+// The CPU cost of deciding one line in-process (no I/O).
+func BenchmarkDecide(b *testing.B) {
+	p, err := ParsePolicy([]byte(testPolicy))
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := &gate{policy: p, enforce: true}
+	for _, tc := range []struct{ name, line string }{
+		{"ping", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"progressToken":"p-0001"}}}` + "\n"},
+		{"tools-call", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world"}}}` + "\n"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			line := []byte(tc.line)
+			for b.Loop() {
+				g.recs = g.recs[:0]
+				g.decide(line, false)
+			}
+		})
+	}
+}
