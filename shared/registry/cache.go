@@ -39,6 +39,17 @@ func NewCache(r Reader, ttl, maxStale time.Duration, now func() time.Time) *Cach
 		keys: map[string]entry[Key]{}, tenants: map[string]entry[Tenant]{}, servers: map[string]entry[[]Server]{}}
 }
 
+// maxEntries bounds each map, so a flood of unknown key ids cannot grow
+// the cache without limit; a full map is simply emptied.
+const maxEntries = 10000
+
+func put[T any](m map[string]entry[T], k string, e entry[T]) {
+	if len(m) >= maxEntries {
+		clear(m)
+	}
+	m[k] = e
+}
+
 func lookup[T any](c *Cache, m map[string]entry[T], k string, load func() (T, error)) (T, error) {
 	now := c.now()
 	c.mu.Lock()
@@ -55,12 +66,12 @@ func lookup[T any](c *Cache, m map[string]entry[T], k string, load func() (T, er
 	switch {
 	case err == nil:
 		c.mu.Lock()
-		m[k] = entry[T]{v: v, at: now}
+		put(m, k, entry[T]{v: v, at: now})
 		c.mu.Unlock()
 		return v, nil
 	case errors.Is(err, store.ErrNotFound):
 		c.mu.Lock()
-		m[k] = entry[T]{at: now, miss: true}
+		put(m, k, entry[T]{at: now, miss: true})
 		c.mu.Unlock()
 		return v, err
 	case ok && !e.miss && now.Sub(e.at) < c.ttl+c.maxStale:
