@@ -11,7 +11,9 @@ import (
 
 	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/breaker"
 	"github.com/aegis-gw/aegis/shared/config"
+	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/killswitch"
 	"github.com/aegis-gw/aegis/shared/pipeline"
@@ -38,6 +40,12 @@ type Backend struct {
 	Counters ratelimit.Counter
 	// Stops are the kill switches; nil leaves the kill-switch check out.
 	Stops killswitch.Reader
+	// Breaker keeps circuits and in-flight leases per tenant and server;
+	// nil leaves the breaker check out.
+	Breaker breaker.Store
+	// Idempotency is the Idempotency-Key ledger; nil: keys are forwarded
+	// upstream but retries are not answered from a ledger.
+	Idempotency idempotency.Store
 }
 
 // Deps is what Build needs besides the backend.
@@ -50,8 +58,12 @@ type Deps struct {
 	Credentials upstream.Credentials // nil: no brokered credentials resolvable
 	CatalogTTL  time.Duration        // 0: one minute
 	Version     string
-	Notifier    approval.Notifier // nil: nobody is told of held calls
-	Tiers       quota.Tiers       // monthly limits per tier; nil: quota.DefaultTiers()
+	// RegistryCacheTTL > 0 caches registry reads per process (keys, tenants,
+	// servers) and serves the last known state for a minute past it when the
+	// store is down. The Lambda functions use it; 0 reads through.
+	RegistryCacheTTL time.Duration
+	Notifier         approval.Notifier // nil: nobody is told of held calls
+	Tiers            quota.Tiers       // monthly limits per tier; nil: quota.DefaultTiers()
 }
 
 // Build wires the standard gateway: the pipeline in the order of
@@ -70,6 +82,9 @@ func Build(d Deps) (*Gateway, error) {
 		d.CatalogTTL = time.Minute
 	}
 	s, b := d.Settings, d.Backend
+	if d.RegistryCacheTTL > 0 {
+		b.Registry = registry.NewCache(b.Registry, d.RegistryCacheTTL, time.Minute, d.Now)
+	}
 	up := &upstream.Client{HTTP: d.HTTP, Timeout: s.UpstreamTimeout, MaxRetries: s.UpstreamMaxRetries, Creds: d.Credentials}
 	cat := route.NewCatalog(b.Registry, lister{up}, d.CatalogTTL, d.Now)
 	checks := []pipeline.Check{
@@ -90,6 +105,18 @@ func Build(d Deps) (*Gateway, error) {
 	}
 	checks = append(checks,
 		approval.New(b.Approvals, approval.Options{TTL: s.ApprovalTTL, Now: d.Now, Logger: d.Logger, Audit: b.Audit, Notifier: d.Notifier}))
+	if b.Breaker != nil {
+		brk := breaker.New(breaker.Options{
+			Store: b.Breaker, Threshold: s.CircuitFailureThreshold, Cooldown: s.CircuitCooldown,
+			MaxConcurrent: s.UpstreamMaxConcurrent, UpstreamTimeout: s.UpstreamTimeout, Now: d.Now, Logger: d.Logger,
+		})
+		up.Observe = brk.Observe
+		checks = append(checks, brk)
+	}
+	var ledger *idempotency.Ledger
+	if b.Idempotency != nil {
+		ledger = idempotency.New(idempotency.Options{Store: b.Idempotency, LeaseTTL: 5*s.UpstreamTimeout + 10*time.Second, Now: d.Now})
+	}
 	pipe, err := pipeline.New(checks...)
 	if err != nil {
 		return nil, err
@@ -101,6 +128,7 @@ func Build(d Deps) (*Gateway, error) {
 		Pipeline: pipe,
 		Catalog:  cat,
 		Upstream: up,
+		Ledger:   ledger,
 		Audit:    b.Audit,
 		Logger:   d.Logger,
 		Now:      d.Now,
