@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -87,6 +88,11 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 	}
 	resp, err := g.forward(ctx, r, c)
 	if err != nil {
+		var ref *refusal.Refusal
+		if errors.As(err, &ref) { // from the idempotency ledger
+			refuse(ref)
+			return
+		}
 		ref, o := upstreamRefusal(err, g.o.Settings.UpstreamTimeout)
 		g.o.Logger.Warn("upstream failed", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", c.Server.Name, "err", err)
 		outcome, code, word = o, int(ref.Code), string(ref.Word)
@@ -143,7 +149,12 @@ func (g *Gateway) callParams(ep endpoint, c *pipeline.Call) *refusal.Refusal {
 }
 
 // forward sends the call to its upstream on the gateway session's upstream
-// session, storing the upstream session when it was (re)opened.
+// session, storing the upstream session when it was (re)opened. A call with
+// an Idempotency-Key goes through the ledger first: a completed key is
+// answered from it without an upstream call, and a refusal (-32602 other
+// params, -32063 in flight) comes back as a *refusal.Refusal error. The
+// client's own headers are never forwarded (its Authorization least of
+// all): only traceparent and Idempotency-Key travel upstream.
 func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call) (*jsonrpc.Response, error) {
 	params := c.Params
 	if c.UpstreamTool != c.Tool {
@@ -153,19 +164,47 @@ func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call
 	if jsonrpc.Member(params, "server") != nil {
 		params = jsonrpc.Edit(params, "server", nil)
 	}
-	prev, _ := upstream.DecodeSession(c.Session.Upstream[c.Server.Name])
 	hdr := http.Header{}
 	if tp := r.Header.Get("traceparent"); tp != "" {
 		hdr.Set("traceparent", tp)
 	}
-	if c.IdempotencyKey != "" {
-		hdr.Set("Idempotency-Key", c.IdempotencyKey)
+	var claim *idempotency.Claim
+	if key := c.IdempotencyKey; key != "" {
+		hdr.Set("Idempotency-Key", key)
+		k, _ := json.Marshal(key)
+		params = upstream.SetMeta(params, idempotency.MetaKey, k)
+		if g.o.Ledger != nil {
+			cl, ref, err := g.o.Ledger.Begin(ctx, c.Tenant.ID, key, idempotency.Hash(c.Server.Name, c.UpstreamTool, params), idempotency.NewHolder())
+			switch {
+			case ref != nil:
+				return nil, ref
+			case err != nil:
+				g.o.Logger.Warn("idempotency ledger unavailable; call forwarded without it", "correlation_id", c.CorrelationID, "err", err)
+			case cl.Replay:
+				return &jsonrpc.Response{ID: c.ID, Result: cl.Result, Error: cl.ErrObj}, nil
+			default:
+				claim = cl
+			}
+		}
 	}
+	prev, _ := upstream.DecodeSession(c.Session.Upstream[c.Server.Name])
 	ex := &upstream.Exchange{Server: c.Server, Session: prev, ID: c.ID, Method: "tools/call", Params: params, Header: hdr}
 	resp, used, err := g.o.Upstream.Call(ctx, ex)
 	if used != prev && used.Protocol != "" {
 		if serr := g.o.Sessions.SetUpstream(ctx, c.Tenant.ID, c.SessionID, c.Server.Name, used.Encode()); serr != nil {
 			g.o.Logger.Warn("could not store upstream session", "correlation_id", c.CorrelationID, "err", serr)
+		}
+	}
+	if claim != nil {
+		bg := context.WithoutCancel(ctx)
+		var lerr error
+		if err != nil {
+			lerr = claim.Release(bg)
+		} else {
+			lerr = claim.Complete(bg, resp.Result, resp.Error)
+		}
+		if lerr != nil {
+			g.o.Logger.Warn("idempotency ledger not updated", "correlation_id", c.CorrelationID, "err", lerr)
 		}
 	}
 	return resp, err

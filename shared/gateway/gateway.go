@@ -19,6 +19,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/config"
+	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -37,9 +38,10 @@ type Options struct {
 	Pipeline *pipeline.Pipeline
 	Catalog  *route.Catalog
 	Upstream *upstream.Client
-	Audit    audit.Writer     // nil: records go to the log only
-	Logger   *slog.Logger     // nil: slog.Default()
-	Now      func() time.Time // nil: time.Now
+	Ledger   *idempotency.Ledger // nil: no Idempotency-Key ledger
+	Audit    audit.Writer        // nil: records go to the log only
+	Logger   *slog.Logger        // nil: slog.Default()
+	Now      func() time.Time    // nil: time.Now
 	Version  string
 }
 

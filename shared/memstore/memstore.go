@@ -18,9 +18,11 @@ type Store struct {
 	sessions map[string]sessionRec
 	stops    map[stopKey]killswitch.Stop // killswitch.go, under mu
 
-	counters  counters  // counters.go, own lock
-	audit     auditLog  // audit.go, own lock
-	approvals approvals // approval.go, own lock
+	counters  counters     // counters.go, own lock
+	audit     auditLog     // audit.go, own lock
+	approvals approvals    // approval.go, own lock
+	breaker   breakerState // breaker.go, own lock
+	idem      idemLedger   // idempotency.go, own lock
 }
 
 // New returns an empty store.

@@ -1,0 +1,231 @@
+// Package breaker is the pipeline's "breaker" slot: a circuit breaker and
+// backpressure per tenant and upstream server, with state shared by every
+// gateway process through a Store (shared/memstore, shared/dynamo).
+//
+// Circuit: after Threshold consecutive upstream failures (the -32000 and
+// -32064 of the seed; an upstream's own JSON-RPC error is an answer, not a
+// failure) the circuit opens and calls fast-fail with -32063 for Cooldown.
+// Then exactly one call, the probe, goes through; its success closes the
+// circuit and its failure opens it again. Transitions are gobreaker's (see
+// machine.go). Results reach the breaker from the upstream client
+// (upstream.Client.Observe → Check.Observe), so only what really happened
+// upstream counts.
+//
+// Backpressure: at most MaxConcurrent calls in flight per tenant and
+// server, counted across processes with leases that expire, so a process
+// that dies mid-call frees its slot after LeaseTTL. The next call gets
+// -32063.
+//
+// When the store cannot be reached the check lets calls through (fail
+// open, like the limiter): the breaker protects upstreams, it is not an
+// access control.
+package breaker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/upstream"
+)
+
+// Options configure a Check.
+type Options struct {
+	Store         Store
+	Threshold     int           // CIRCUIT_FAILURE_THRESHOLD; 0: 5
+	Cooldown      time.Duration // CIRCUIT_COOLDOWN_SECS; 0: 10s
+	MaxConcurrent int           // UPSTREAM_MAX_CONCURRENT; 0: no backpressure
+	// LeaseTTL bounds how long a slot (and a half-open probe) stays taken
+	// by a call whose process died. 0: 5×UpstreamTimeout + 10s, longer than
+	// any call the upstream client can make (initialize and call, each
+	// with its own deadline).
+	LeaseTTL        time.Duration
+	UpstreamTimeout time.Duration // for the LeaseTTL default; 0: 10s
+	Now             func() time.Time
+	Logger          *slog.Logger
+}
+
+// Check is the breaker slot. It is safe for concurrent use.
+type Check struct {
+	o        Options
+	settings gobreaker.Settings
+	clean    sync.Map // key → struct{}: circuits this process last saw closed and clean
+}
+
+// New returns the check; o is copied and defaults filled.
+func New(o Options) *Check {
+	if o.Threshold <= 0 {
+		o.Threshold = 5
+	}
+	if o.Cooldown <= 0 {
+		o.Cooldown = 10 * time.Second
+	}
+	if o.UpstreamTimeout <= 0 {
+		o.UpstreamTimeout = 10 * time.Second
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 5*o.UpstreamTimeout + 10*time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	threshold := uint32(o.Threshold)
+	return &Check{o: o, settings: gobreaker.Settings{
+		Name:        "upstream",
+		MaxRequests: 1, // one probe when half-open
+		Interval:    0, // consecutive failures are never reset by time
+		Timeout:     o.Cooldown,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
+		IsSuccessful: func(err error) bool {
+			return err == nil
+		},
+	}}
+}
+
+// Slot implements pipeline.Check.
+func (k *Check) Slot() string { return "breaker" }
+
+// Key is the breaker's key for a tenant's server.
+func Key(tenant, server string) string { return tenant + "#" + server }
+
+// Check implements pipeline.Check: it refuses with -32063 when the circuit
+// is open (or half-open with its probe taken) or when MaxConcurrent calls
+// are in flight, and otherwise registers the release of what it took.
+func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
+	if c.Server == nil {
+		return nil
+	}
+	key := Key(c.Tenant.ID, c.Server.Name)
+	holder := newHolder()
+	now := k.o.Now()
+	probe, ref := k.admit(ctx, key, c.Server.Name, holder, now)
+	if ref != nil {
+		return ref
+	}
+	if k.o.MaxConcurrent > 0 {
+		ok, err := k.o.Store.AcquireLease(ctx, key, holder, k.o.MaxConcurrent, now, now.Add(k.o.LeaseTTL))
+		switch {
+		case err != nil:
+			k.o.Logger.Warn("breaker: lease store unavailable; call let through", "key", key, "err", err)
+		case !ok:
+			if probe {
+				k.giveBackProbe(ctx, key, holder)
+			}
+			return refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
+				"Upstream unavailable: %d calls to %s are in flight (UPSTREAM_MAX_CONCURRENT); retry shortly", k.o.MaxConcurrent, c.Server.Name))
+		default:
+			c.OnDone(func(pipeline.Outcome) {
+				if err := k.o.Store.ReleaseLease(context.WithoutCancel(ctx), key, holder); err != nil {
+					k.o.Logger.Warn("breaker: lease not released; it expires on its own", "key", key, "err", err)
+				}
+			})
+		}
+	}
+	if probe {
+		c.OnDone(func(pipeline.Outcome) { k.giveBackProbe(context.WithoutCancel(ctx), key, holder) })
+	}
+	return nil
+}
+
+// admit decides from the circuit record. probe is true when this call took
+// the half-open probe.
+func (k *Check) admit(ctx context.Context, key, server, holder string, now time.Time) (probe bool, ref *refusal.Refusal) {
+	for range 3 {
+		c, err := k.o.Store.Circuit(ctx, key)
+		if err != nil {
+			k.o.Logger.Warn("breaker: circuit store unavailable; call let through", "key", key, "err", err)
+			return false, nil
+		}
+		if c.OpenUntil.IsZero() {
+			if c.Failures == 0 {
+				k.clean.Store(key, struct{}{})
+			} else {
+				k.clean.Delete(key)
+			}
+			return false, nil
+		}
+		k.clean.Delete(key)
+		if now.Before(c.OpenUntil) {
+			secs := int(math.Ceil(c.OpenUntil.Sub(now).Seconds()))
+			return false, refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
+				"Upstream unavailable: circuit open for %s after repeated upstream failures; retry in %ds", server, secs))
+		}
+		if c.Probe != "" && now.Before(c.ProbeUntil) {
+			return false, refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
+				"Upstream unavailable: circuit half-open for %s; a probe call is in flight", server))
+		}
+		c.Probe, c.ProbeUntil = holder, now.Add(k.o.LeaseTTL)
+		err = k.o.Store.PutCircuit(ctx, key, c)
+		if err == nil {
+			return true, nil
+		}
+		if !isConflict(err) {
+			k.o.Logger.Warn("breaker: circuit store unavailable; call let through", "key", key, "err", err)
+			return false, nil
+		}
+	}
+	return false, refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
+		"Upstream unavailable: circuit half-open for %s; a probe call is in flight", server))
+}
+
+// giveBackProbe frees the probe if holder still has it: the call ended
+// without a result reaching the breaker (answered from the idempotency
+// ledger, or abandoned by its client).
+func (k *Check) giveBackProbe(ctx context.Context, key, holder string) {
+	for range 3 {
+		c, err := k.o.Store.Circuit(ctx, key)
+		if err != nil || c.Probe != holder {
+			return
+		}
+		c.Probe, c.ProbeUntil = "", time.Time{}
+		if err := k.o.Store.PutCircuit(ctx, key, c); err == nil || !isConflict(err) {
+			return
+		}
+	}
+}
+
+// Observe records an upstream result; wire it as upstream.Client.Observe.
+// Failures (upstream.IsFailure) count; anything else that came back is a
+// success. Errors of the store are logged: a lost result only delays the
+// circuit's reaction.
+func (k *Check) Observe(srv *registry.Server, err error) {
+	key := Key(srv.Tenant, srv.Name)
+	failed := upstream.IsFailure(err)
+	if !failed {
+		if err != nil {
+			return // not the upstream's doing (e.g. credential unavailable)
+		}
+		if _, ok := k.clean.Load(key); ok {
+			return // closed and clean when this call was admitted: nothing to reset
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if failed {
+		k.clean.Delete(key)
+	}
+	if rerr := k.record(ctx, key, failed); rerr != nil {
+		k.o.Logger.Warn("breaker: result not recorded", "key", key, "failed", failed, "err", rerr)
+	}
+}
+
+func newHolder() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+var _ pipeline.Check = (*Check)(nil)
