@@ -1,0 +1,175 @@
+// Package admin is the operators' HTTP API under /admin/v1/: held calls
+// (list, approve, deny), kill switches, the registry (tenants, servers, API
+// keys) and audit queries. It is an http.Handler of the same family as the
+// gateway, with its own authentication: an admin key locally
+// (AEGIS_ADMIN_KEY), or API Gateway's IAM authorization on AWS when it runs
+// as the AdminFunction. Tenant API keys never open it, and admin keys never
+// call tools (they are not in the key registry).
+//
+// Errors are JSON: {"error":{"code":"...","message":"...","field":"..."},
+// "correlation_id":"..."}, with a stable code per status (see docs/admin.md).
+package admin
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/approval"
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/auth"
+	"github.com/aegis-gw/aegis/shared/killswitch"
+	"github.com/aegis-gw/aegis/shared/registry"
+)
+
+// Prefix is where the admin API is mounted.
+const Prefix = "/admin/v1/"
+
+// MinKeyLength is the shortest admin key New accepts.
+const MinKeyLength = 24
+
+// IAMPrincipal returns the IAM principal (caller ARN) that API Gateway's IAM
+// authorizer verified for r, and false when r carries none. shared/apigw
+// exposes the request context it reads from.
+type IAMPrincipal func(r *http.Request) (principal string, ok bool)
+
+// Options are the handler's dependencies. Exactly one of AdminKey and
+// TrustIAM must be set: there is no default and no way to turn
+// authentication off.
+type Options struct {
+	// AdminKey is the bearer key of the local admin API (AEGIS_ADMIN_KEY),
+	// compared in constant time. It must be at least MinKeyLength
+	// characters and must not look like a tenant API key.
+	AdminKey string
+	// TrustIAM, set only by the AdminFunction on AWS whose routes use IAM
+	// authorization in the template, trusts API Gateway's verification and
+	// takes the principal from the request context. A request without an
+	// IAM principal is refused.
+	TrustIAM IAMPrincipal
+
+	Registry  registry.Store   // required
+	Approvals approval.Store   // required
+	Stops     killswitch.Store // required
+	Audit     audit.Writer     // decisions and stops are recorded here; nil = log only
+	AuditLog  audit.Reader     // GET .../audit; nil answers 501
+	LocalMode bool             // upstream URLs may be http and loopback (aegis serve)
+	Now       func() time.Time // nil = time.Now
+	Logger    *slog.Logger     // nil = slog.Default()
+}
+
+// Handler serves the admin API.
+type Handler struct {
+	o      Options
+	keySum [32]byte
+	mux    *http.ServeMux
+}
+
+// New returns the admin handler, or an error when the options do not name
+// exactly one way to authenticate or lack a store.
+func New(o Options) (*Handler, error) {
+	switch {
+	case o.AdminKey != "" && o.TrustIAM != nil:
+		return nil, errors.New("admin: give either an admin key or IAM trust, not both")
+	case o.AdminKey == "" && o.TrustIAM == nil:
+		return nil, errors.New("admin: no authentication configured (set AEGIS_ADMIN_KEY, or IAM trust on the AdminFunction)")
+	case o.AdminKey != "" && len(o.AdminKey) < MinKeyLength:
+		return nil, errors.New("admin: AEGIS_ADMIN_KEY must be at least 24 characters")
+	case strings.HasPrefix(o.AdminKey, auth.Prefix):
+		return nil, errors.New("admin: AEGIS_ADMIN_KEY must not look like a tenant API key (aegis_...)")
+	case o.Registry == nil || o.Approvals == nil || o.Stops == nil:
+		return nil, errors.New("admin: registry, approval and kill-switch stores are required")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	h := &Handler{o: o, keySum: sha256.Sum256([]byte(o.AdminKey))}
+	h.routes()
+	return h, nil
+}
+
+// NewKey returns a fresh random admin key (for the docs' setup step and
+// tests).
+func NewKey() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return "aegis-admin-" + hex.EncodeToString(b)
+}
+
+// ServeHTTP implements http.Handler: authenticate, then route.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	corr := correlationID(r)
+	w.Header().Set("X-Correlation-ID", corr)
+	principal, fail := h.authenticate(r)
+	if fail != "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="aegis-admin"`)
+		writeError(w, corr, http.StatusUnauthorized, "unauthorized", "unauthorized: "+fail, "")
+		return
+	}
+	r = r.WithContext(withRequest(r.Context(), reqInfo{corr: corr, principal: principal}))
+	h.mux.ServeHTTP(w, r)
+}
+
+// authenticate returns the principal, or why the request is refused.
+func (h *Handler) authenticate(r *http.Request) (string, string) {
+	if h.o.TrustIAM != nil {
+		p, ok := h.o.TrustIAM(r)
+		if !ok || p == "" {
+			return "", "no IAM identity on this request"
+		}
+		return p, ""
+	}
+	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	key = strings.TrimSpace(key)
+	if !ok || key == "" {
+		return "", "missing admin key; send the header Authorization: Bearer AEGIS_ADMIN_KEY"
+	}
+	if strings.HasPrefix(key, auth.Prefix) {
+		return "", "tenant API keys cannot open admin routes"
+	}
+	sum := sha256.Sum256([]byte(key))
+	if subtle.ConstantTimeCompare(sum[:], h.keySum[:]) != 1 {
+		return "", "invalid admin key"
+	}
+	return "admin-key", ""
+}
+
+func (h *Handler) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /admin/v1/approvals", h.listApprovals)
+	m.HandleFunc("GET /admin/v1/approvals/{id}", h.getApproval)
+	m.HandleFunc("POST /admin/v1/approvals/{id}/approve", h.decide(approval.Approved))
+	m.HandleFunc("POST /admin/v1/approvals/{id}/deny", h.decide(approval.Denied))
+
+	m.HandleFunc("GET /admin/v1/tenants", h.listTenants)
+	m.HandleFunc("POST /admin/v1/tenants", h.createTenant)
+	m.HandleFunc("GET /admin/v1/tenants/{tenant}", h.getTenant)
+	m.HandleFunc("GET /admin/v1/tenants/{tenant}/servers", h.listServers)
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers", h.putServer)
+	m.HandleFunc("GET /admin/v1/tenants/{tenant}/keys", h.listKeys)
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/keys", h.createKey)
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/keys/{id}/revoke", h.revokeKey)
+
+	m.HandleFunc("GET /admin/v1/tenants/{tenant}/stops", h.listStops)
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/stop", h.stop(true, false))
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/resume", h.stop(false, false))
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/tools/{tool}/stop", h.stop(true, true))
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/tools/{tool}/resume", h.stop(false, true))
+
+	m.HandleFunc("GET /admin/v1/tenants/{tenant}/audit", h.queryAudit)
+
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, info(r).corr, http.StatusNotFound, "not_found", "no such admin route: "+r.Method+" "+r.URL.Path, "")
+	})
+	h.mux = m
+}
+
+var _ http.Handler = (*Handler)(nil)

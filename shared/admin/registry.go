@@ -1,0 +1,298 @@
+package admin
+
+import (
+	"errors"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/auth"
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/store"
+	"github.com/aegis-gw/aegis/shared/upstream"
+)
+
+var (
+	idPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	namePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	callerPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:/+-]{0,127}$`)
+	headerPattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+)
+
+// refPrefixes are the credential reference forms (registry.Credential).
+var refPrefixes = []string{"env:", "file:", "secretsmanager:", "ssm:"}
+
+func validRef(ref string) bool {
+	for _, p := range refPrefixes {
+		if strings.HasPrefix(ref, p) && len(ref) > len(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// TenantRequest creates a tenant.
+type TenantRequest struct {
+	ID               string `json:"id"`
+	Tier             string `json:"tier,omitempty"`          // free (default), growth, enterprise
+	RefusalShape     string `json:"refusal_shape,omitempty"` // error (default) or result
+	WebhookURL       string `json:"webhook_url,omitempty"`
+	WebhookSecretRef string `json:"webhook_secret_ref,omitempty"`
+}
+
+// TenantList is the answer of GET /admin/v1/tenants.
+type TenantList struct {
+	Tenants []registry.Tenant `json:"tenants"`
+}
+
+func (h *Handler) listTenants(w http.ResponseWriter, r *http.Request) {
+	ts, err := h.o.Registry.ListTenants(r.Context())
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if ts == nil {
+		ts = []registry.Tenant{}
+	}
+	writeJSON(w, http.StatusOK, TenantList{Tenants: ts})
+}
+
+func (h *Handler) getTenant(w http.ResponseWriter, r *http.Request) {
+	t, err := h.o.Registry.Tenant(r.Context(), r.PathValue("tenant"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (h *Handler) createTenant(w http.ResponseWriter, r *http.Request) {
+	var req TenantRequest
+	if err := readJSON(w, r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.validTenant(&req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	switch _, err := h.o.Registry.Tenant(r.Context(), req.ID); {
+	case err == nil:
+		writeError(w, info(r).corr, http.StatusConflict, CodeConflict, "tenant "+req.ID+" already exists", "id")
+		return
+	case !errors.Is(err, store.ErrNotFound):
+		h.fail(w, r, err)
+		return
+	}
+	t := registry.Tenant{ID: req.ID, Tier: req.Tier, RefusalShape: req.RefusalShape, WebhookURL: req.WebhookURL,
+		WebhookSecretRef: req.WebhookSecretRef, Created: h.o.Now().UTC()}
+	if err := h.o.Registry.PutTenant(r.Context(), t); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, t)
+}
+
+func (h *Handler) validTenant(req *TenantRequest) error {
+	if !idPattern.MatchString(req.ID) {
+		return badField("id", "want 1 to 63 of a-z 0-9 . _ -, starting with a letter or digit")
+	}
+	switch req.Tier {
+	case "":
+		req.Tier = registry.TierFree
+	case registry.TierFree, registry.TierGrowth, registry.TierEnterprise:
+	default:
+		return badField("tier", "want free, growth or enterprise")
+	}
+	switch req.RefusalShape {
+	case "", registry.ShapeError, registry.ShapeResult:
+	default:
+		return badField("refusal_shape", "want error or result")
+	}
+	if req.WebhookURL != "" {
+		if err := upstream.ValidateURL(req.WebhookURL, h.o.LocalMode); err != nil {
+			return badField("webhook_url", err.Error())
+		}
+		if req.WebhookSecretRef == "" {
+			return badField("webhook_secret_ref", "required with webhook_url (webhooks are signed)")
+		}
+	}
+	if req.WebhookSecretRef != "" && !validRef(req.WebhookSecretRef) {
+		return badField("webhook_secret_ref", "want env:NAME, file:/path, secretsmanager:ID or ssm:/name")
+	}
+	return nil
+}
+
+// ServerRequest registers (or replaces) an upstream server of a tenant.
+type ServerRequest struct {
+	Name       string                           `json:"name"`
+	URL        string                           `json:"url"`
+	Credential *registry.Credential             `json:"credential,omitempty"`
+	Tools      map[string]registry.ToolSettings `json:"tools,omitempty"`
+}
+
+// ServerList is the answer of GET .../servers.
+type ServerList struct {
+	Servers []registry.Server `json:"servers"`
+}
+
+// tenant reads the path's tenant, answering 404 when it does not exist.
+func (h *Handler) tenant(w http.ResponseWriter, r *http.Request) (registry.Tenant, bool) {
+	t, err := h.o.Registry.Tenant(r.Context(), r.PathValue("tenant"))
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, info(r).corr, http.StatusNotFound, CodeNotFound, "no tenant "+r.PathValue("tenant"), "")
+		return t, false
+	}
+	if err != nil {
+		h.fail(w, r, err)
+		return t, false
+	}
+	return t, true
+}
+
+func (h *Handler) listServers(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.tenant(w, r)
+	if !ok {
+		return
+	}
+	ss, err := h.o.Registry.Servers(r.Context(), t.ID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if ss == nil {
+		ss = []registry.Server{}
+	}
+	writeJSON(w, http.StatusOK, ServerList{Servers: ss})
+}
+
+func (h *Handler) putServer(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.tenant(w, r)
+	if !ok {
+		return
+	}
+	var req ServerRequest
+	if err := readJSON(w, r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.validServer(req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	s := registry.Server{Tenant: t.ID, Name: req.Name, URL: req.URL, Credential: req.Credential, Tools: req.Tools, Created: h.o.Now().UTC()}
+	if err := h.o.Registry.PutServer(r.Context(), s); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s)
+}
+
+func (h *Handler) validServer(req ServerRequest) error {
+	if !namePattern.MatchString(req.Name) {
+		return badField("name", "want 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit")
+	}
+	if req.URL == "" {
+		return badField("url", "required")
+	}
+	if err := upstream.ValidateURL(req.URL, h.o.LocalMode); err != nil {
+		return badField("url", err.Error())
+	}
+	if c := req.Credential; c != nil {
+		if !headerPattern.MatchString(c.Header) {
+			return badField("credential.header", "want an HTTP header name")
+		}
+		if !validRef(c.Ref) {
+			return badField("credential.ref", "want env:NAME, file:/path, secretsmanager:ID or ssm:/name (the value itself is never stored)")
+		}
+	}
+	for name := range req.Tools {
+		if name == "" || len(name) > 128 {
+			return badField("tools", "tool names must be 1 to 128 characters")
+		}
+	}
+	return nil
+}
+
+// KeyRequest issues an API key.
+type KeyRequest struct {
+	Caller string `json:"caller"`
+}
+
+// IssuedKey is the answer of POST .../keys: Key is the secret, shown this
+// once and stored only as a hash.
+type IssuedKey struct {
+	ID      string    `json:"id"`
+	Tenant  string    `json:"tenant"`
+	Caller  string    `json:"caller"`
+	Created time.Time `json:"created"`
+	Key     string    `json:"key"`
+}
+
+// KeyList is the answer of GET .../keys (hashes never shown).
+type KeyList struct {
+	Keys []KeyInfo `json:"keys"`
+}
+
+// KeyInfo is a key record without its hash.
+type KeyInfo struct {
+	ID      string    `json:"id"`
+	Tenant  string    `json:"tenant"`
+	Caller  string    `json:"caller"`
+	Created time.Time `json:"created"`
+	Revoked bool      `json:"revoked"`
+}
+
+func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.tenant(w, r)
+	if !ok {
+		return
+	}
+	ks, err := h.o.Registry.ListKeys(r.Context(), t.ID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := KeyList{Keys: []KeyInfo{}}
+	for _, k := range ks {
+		out.Keys = append(out.Keys, KeyInfo{ID: k.ID, Tenant: k.Tenant, Caller: k.Caller, Created: k.Created.UTC(), Revoked: k.Revoked})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.tenant(w, r)
+	if !ok {
+		return
+	}
+	var req KeyRequest
+	if err := readJSON(w, r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if !callerPattern.MatchString(req.Caller) {
+		h.fail(w, r, badField("caller", "want 1 to 128 of A-Z a-z 0-9 . _ @ : / + -"))
+		return
+	}
+	secret, rec := auth.NewKey(t.ID, req.Caller, h.o.Now().UTC())
+	if err := h.o.Registry.PutKey(r.Context(), rec); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusCreated, IssuedKey{ID: rec.ID, Tenant: rec.Tenant, Caller: rec.Caller, Created: rec.Created, Key: secret})
+}
+
+func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.tenant(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if err := h.o.Registry.RevokeKey(r.Context(), t.ID, id); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "tenant": t.ID, "revoked": true})
+}
