@@ -42,17 +42,16 @@ func (c *clock) Advance(d time.Duration) {
 // "acme" (server mock-primary → a demo upstream) and "globex" (server
 // globex-tools → another demo upstream).
 type env struct {
-	URL       string
-	Store     *memstore.Store
-	Clock     *clock
-	KeyA      string
-	KeyB      string
-	UpA, UpB  *demo.Server
-	Log       *bytes.Buffer
-	Settings  config.Settings
-	Gateway   *gateway.Gateway
-	logMu     sync.Mutex
-	extraTear []func()
+	URL      string
+	Store    *memstore.Store
+	Clock    *clock
+	KeyA     string
+	KeyB     string
+	UpA, UpB *demo.Server
+	Log      *bytes.Buffer
+	Settings config.Settings
+	Gateway  *gateway.Gateway
+	logMu    sync.Mutex
 }
 
 type envOpt func(*config.Settings, *memstore.Store)
