@@ -47,7 +47,7 @@ const (
 )
 
 func approvalSlotSK(sl approval.Slot) string { return JoinKey(prefixApproval, sl.Digest()) }
-func approvalIndexPK(id string) string      { return JoinKey("A", id) }
+func approvalIndexPK(id string) string       { return JoinKey("A", id) }
 
 func approvalNames() map[string]string {
 	return map[string]string{"#aid": attrAID, "#st": attrSt, "#exp": attrExp, "#doc": AttrDoc}
