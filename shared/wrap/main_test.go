@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -226,5 +225,3 @@ func (l *live) wait() int {
 	l.code <- c
 	return c
 }
-
-var _ = exec.Command
