@@ -260,7 +260,7 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 		switch {
 		case parent.Err() != nil: // the caller gave up; not the upstream's fault
 			return nil, nil, &ConnError{Err: parent.Err()}
-		case !wrote.Load() && ctx.Err() == nil:
+		case (!wrote.Load() || serverClosedIdle(err)) && ctx.Err() == nil:
 			return nil, nil, &ConnError{Err: errors.Unwrap(err)}
 		case ctx.Err() != nil && wrote.Load():
 			return nil, nil, &TimeoutError{After: c.Timeout}
@@ -296,6 +296,15 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 		return nil, resp.Header, &ProtocolError{Detail: "upstream answer is not a JSON-RPC response: " + snippet(raw)}
 	}
 	return &r, resp.Header, nil
+}
+
+// serverClosedIdle reports net/http's error for a pooled connection the
+// server had closed before the request reached it: nothing was read by the
+// upstream, so it is as safe to retry as a refused dial. (net/http retries
+// it itself only for requests it deems replayable; its error value is not
+// exported, hence the text.)
+func serverClosedIdle(err error) bool {
+	return strings.Contains(err.Error(), "server closed idle connection")
 }
 
 // snippet is the start of an unreadable answer, for the capped detail.
