@@ -107,19 +107,10 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 		}
 		_ = json.Unmarshal(resp.Error, &e)
 		code = e.Code
-		writeFrame(w, http.StatusOK, errorFrame(c.ID, resp.Error))
+		writeFrame(w, http.StatusOK, jsonrpc.RawError(c.ID, resp.Error))
 		return
 	}
 	writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, resp.Result))
-}
-
-func errorFrame(id, errObj json.RawMessage) []byte {
-	out := make([]byte, 0, len(id)+len(errObj)+40)
-	out = append(out, `{"jsonrpc":"2.0","id":`...)
-	out = append(out, id...)
-	out = append(out, `,"error":`...)
-	out = append(out, errObj...)
-	return append(out, '}')
 }
 
 // callParams reads name and server from tools/call params.

@@ -327,31 +327,35 @@ func Edit(obj json.RawMessage, key string, val json.RawMessage) json.RawMessage 
 	return append(out, '}')
 }
 
-// Result encodes a success response.
-func Result(id, result json.RawMessage) []byte {
-	out := make([]byte, 0, len(id)+len(result)+40)
-	out = append(out, `{"jsonrpc":"2.0","id":`...)
-	out = append(out, id...)
-	out = append(out, `,"result":`...)
-	out = append(out, result...)
-	return append(out, '}')
-}
-
-// Error encodes an error response.
-func Error(id json.RawMessage, e refusal.ErrorObject) []byte {
+// frame encodes {"jsonrpc":"2.0","id":ID,"<member>":PAYLOAD}.
+func frame(id json.RawMessage, member string, payload []byte) []byte {
 	if id == nil {
 		id = Null
 	}
+	out := make([]byte, 0, len(id)+len(payload)+len(member)+32)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, id...)
+	out = append(out, `,"`...)
+	out = append(out, member...)
+	out = append(out, `":`...)
+	out = append(out, payload...)
+	return append(out, '}')
+}
+
+// Result encodes a success response.
+func Result(id, result json.RawMessage) []byte { return frame(id, "result", result) }
+
+// RawError encodes an error response around an error object kept as the
+// exact bytes an upstream sent.
+func RawError(id, errObj json.RawMessage) []byte { return frame(id, "error", errObj) }
+
+// Error encodes an error response.
+func Error(id json.RawMessage, e refusal.ErrorObject) []byte {
 	eb, err := json.Marshal(e)
 	if err != nil {
 		panic("jsonrpc: unencodable error object: " + err.Error())
 	}
-	out := make([]byte, 0, len(id)+len(eb)+40)
-	out = append(out, `{"jsonrpc":"2.0","id":`...)
-	out = append(out, id...)
-	out = append(out, `,"error":`...)
-	out = append(out, eb...)
-	return append(out, '}')
+	return frame(id, "error", eb)
 }
 
 // Refusal encodes refusal r, authored by layer, as an error response.
