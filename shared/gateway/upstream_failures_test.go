@@ -332,4 +332,3 @@ func TestUpstreamTimeoutHeaderPassing(t *testing.T) {
 		t.Errorf("upstream body %s; want the key in params._meta", body)
 	}
 }
-
