@@ -1,0 +1,172 @@
+package dynamo_test
+
+import (
+	"context"
+	"errors"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/dynamo"
+	"github.com/aegis-gw/aegis/shared/dynamo/dynamotest"
+	"github.com/aegis-gw/aegis/shared/killswitch"
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/quota"
+	"github.com/aegis-gw/aegis/shared/ratelimit"
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/store"
+)
+
+// faultProxy sits between a client and moto_server. When down, it drops
+// every connection (DynamoDB unreachable); while throttle > 0 it answers
+// ProvisionedThroughputExceededException and counts down.
+type faultProxy struct {
+	URL      string
+	down     atomic.Bool
+	throttle atomic.Int64
+	attempts atomic.Int64
+}
+
+func newFaultProxy(t *testing.T, target string) *faultProxy {
+	u, _ := url.Parse(target)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	p := &faultProxy{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.attempts.Add(1)
+		if p.down.Load() {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		if p.throttle.Load() != 0 {
+			p.throttle.Add(-1)
+			body := `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"throttled"}`
+			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+			w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(body))), 10))
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, body)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL
+	return p
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func TestUnreachable(t *testing.T) {
+	env := dynamotest.Start(t)
+	p := newFaultProxy(t, env.Endpoint)
+	env.Endpoint = p.URL
+	st := env.Store(t, dynamo.Options{})
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	ctx := context.Background()
+
+	if err := st.PutStop(ctx, killswitch.Stop{Tenant: "acme", Server: "payments", Tool: "transfer", At: now}); err != nil {
+		t.Fatal(err)
+	}
+	must(t, st.Create(ctx, session.Record{ID: "s1", Tenant: "acme", Caller: "a", Created: now, LastSeen: now}))
+	rl := ratelimit.New(st, 1, 1, clock, quiet)
+	qu := quota.New(st, quota.Options{Enabled: true, Enforce: true, Tiers: quota.Tiers{"free": 1}}, clock, quiet)
+	ks := killswitch.New(st, 2*time.Second, clock, quiet)
+	srv := &registry.Server{Tenant: "acme", Name: "payments"}
+	call := func(tool string) *pipeline.Call {
+		return &pipeline.Call{Tenant: registry.Tenant{ID: "acme", Tier: "free"}, SessionID: "s1", Method: "tools/call",
+			Tool: tool, UpstreamTool: tool, Server: srv}
+	}
+	// Up: the limits bite and the stop is loaded.
+	for _, k := range []pipeline.Check{rl, qu} {
+		if err := k.Check(ctx, call("echo")); err != nil {
+			t.Fatalf("%s, first call: %v", k.Slot(), err)
+		}
+		if err := k.Check(ctx, call("echo")); err == nil {
+			t.Fatalf("%s, second call admitted with the store up", k.Slot())
+		}
+	}
+	var r *refusal.Refusal
+	if err := ks.Check(ctx, call("transfer")); !errors.As(err, &r) || r.Code != -32062 {
+		t.Fatalf("kill switch up: %v", err)
+	}
+
+	p.down.Store(true)
+	mu.Lock()
+	now = now.Add(time.Hour) // far past the refresh period
+	mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	for _, k := range []pipeline.Check{rl, qu} {
+		if err := k.Check(cctx, call("echo")); err != nil {
+			t.Fatalf("%s with DynamoDB unreachable: %v, want the call let through", k.Slot(), err)
+		}
+	}
+	if err := ks.Check(cctx, call("transfer")); !errors.As(err, &r) || r.Code != -32062 {
+		t.Fatalf("kill switch with DynamoDB unreachable: %v, want last known -32062", err)
+	}
+	if err := ks.Check(cctx, call("echo")); err != nil {
+		t.Fatalf("kill switch with DynamoDB unreachable, echo: %v", err)
+	}
+	if _, err := st.Touch(cctx, "acme", "s1", now, session.Limits{}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Touch with DynamoDB unreachable: %v, want ErrUnavailable (sessions fail closed upstream of this)", err)
+	}
+	if _, err := st.Key(cctx, "k"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Key with DynamoDB unreachable: %v, want ErrUnavailable, never ErrNotFound", err)
+	}
+}
+
+func TestThrottlingRetried(t *testing.T) {
+	env := dynamotest.Start(t)
+	p := newFaultProxy(t, env.Endpoint)
+	env.Endpoint = p.URL
+	st := env.Store(t, dynamo.Options{})
+	ctx := context.Background()
+	exp := time.Now().Add(time.Minute)
+
+	// Throttled three times, then answered: the SDK's backoff retries it.
+	p.throttle.Store(3)
+	n, ok, err := st.Incr(ctx, "k", 10, exp)
+	if err != nil || !ok || n != 1 {
+		t.Fatalf("Incr after 3 throttles = %d, %v, %v; want 1, true", n, ok, err)
+	}
+	if got := p.attempts.Load(); got != 4 {
+		t.Fatalf("attempts = %d, want 4 (3 throttled + 1)", got)
+	}
+
+	// Throttled without end: bounded by the request's deadline (or the retry
+	// budget, whichever comes first), and reported as unavailable.
+	p.throttle.Store(-1)
+	p.attempts.Store(0)
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, _, err = st.Incr(dctx, "k", 10, exp)
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("Incr throttled forever: %v, want ErrUnavailable", err)
+	}
+	if a := p.attempts.Load(); a < 2 || a > dynamo.MaxAttempts {
+		t.Fatalf("attempts = %d, want retries within 2..%d", a, dynamo.MaxAttempts)
+	}
+	t.Logf("throttled forever: %d attempts; %v", p.attempts.Load(), err)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
