@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/config"
+	"github.com/aegis-gw/aegis/shared/dynamo"
+	"github.com/aegis-gw/aegis/shared/gateway"
+)
+
+func init() {
+	adminCommands["create-tables"] = runCreateTables
+	storeOpeners["dynamodb"] = openDynamoBackend
+}
+
+// runCreateTables is `aegis admin create-tables`: it creates the state and
+// audit tables (AEGIS_STATE_TABLE, AEGIS_AUDIT_TABLE) where the standard SDK
+// settings point (AWS_ENDPOINT_URL_DYNAMODB for a local server), waits until
+// they are active and turns TTL on. Tables that exist are left as they are.
+func runCreateTables(args []string) int {
+	fs := flag.NewFlagSet("admin create-tables", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: aegis admin create-tables\n\n"+
+			"Creates the DynamoDB tables named by AEGIS_STATE_TABLE (default aegis-state) and\n"+
+			"AEGIS_AUDIT_TABLE (default aegis-audit): pk/sk strings, on-demand, TTL on \"ttl\".\n"+
+			"The endpoint, region and credentials come from the standard AWS SDK settings,\n"+
+			"e.g. AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:PORT for a local server.")
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	db, err := dynamo.NewClient(ctx, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "aegis admin create-tables:", err)
+		return 1
+	}
+	t := dynamo.TablesFromEnv(os.Getenv)
+	if err := dynamo.CreateTables(ctx, db, t); err != nil {
+		fmt.Fprintln(os.Stderr, "aegis admin create-tables:", err)
+		return 1
+	}
+	fmt.Printf("tables ready: %s (state), %s (audit)\n", t.State, t.Audit)
+	return 0
+}
+
+// openDynamo opens the DynamoDB store from the environment: the SDK settings
+// for the client, AEGIS_STATE_TABLE / AEGIS_AUDIT_TABLE for the tables and
+// AUDIT_RETENTION_DAYS for the audit records' ttl. The tables must exist
+// (`aegis admin create-tables` locally, template.yaml in AWS).
+func openDynamo(ctx context.Context) (*dynamo.Store, error) {
+	s, err := config.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return dynamo.Open(ctx, dynamo.Options{AuditRetention: s.AuditRetention, SessionTTL: s.SessionLifetime})
+}
+
+// openDynamoBackend is `aegis serve --store dynamodb`.
+func openDynamoBackend(ctx context.Context) (backend, error) {
+	st, err := openDynamo(ctx)
+	if err != nil {
+		return backend{}, err
+	}
+	return backend{
+		Registry: st,
+		Backend:  gateway.Backend{Registry: st, Sessions: st, Audit: st, Counters: st, Stops: st},
+	}, nil
+}
