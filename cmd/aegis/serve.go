@@ -111,7 +111,8 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 			return err
 		}
 	}
-	gw, err := gateway.Build(gateway.Deps{Settings: settings, Backend: b.Backend, Logger: log, Version: version})
+	notifier := withApprovals(&b, log)
+	gw, err := gateway.Build(gateway.Deps{Settings: settings, Backend: b.Backend, Logger: log, Version: version, Notifier: notifier})
 	if err != nil {
 		return err
 	}
@@ -119,8 +120,14 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	handler, adminLine, err := mountAdmin(gw, b, log)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 	banner(out, "http://"+ln.Addr().String(), up, demoKey)
+	fmt.Fprintln(out, adminLine)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -1,0 +1,485 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/admin"
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/registry"
+)
+
+// The operator CLI: `aegis admin SUBCOMMAND` against a gateway's admin API.
+// Tables by default, --json for scripts. docs/admin.md lists every command.
+
+// cliOut and cliErr are where the CLI writes (tests replace them).
+var (
+	cliOut io.Writer = os.Stdout
+	cliErr io.Writer = os.Stderr
+)
+
+// defaultAdminURL is the gateway `aegis serve` runs by default.
+const defaultAdminURL = "http://127.0.0.1:8080"
+
+func init() {
+	adminCommands["approvals"] = cmdApprovals
+	adminCommands["tools"] = cmdTools
+	adminCommands["tenants"] = cmdTenants
+	adminCommands["servers"] = cmdServers
+	adminCommands["keys"] = cmdKeys
+	adminCommands["audit"] = cmdAudit
+}
+
+// cli is one invocation: common flags and the client.
+type cli struct {
+	fs   *flag.FlagSet
+	url  *string
+	json *bool
+	args []string // positional arguments
+}
+
+func newCLI(name string) *cli {
+	fs := flag.NewFlagSet("aegis admin "+name, flag.ContinueOnError)
+	fs.SetOutput(cliErr)
+	return &cli{fs: fs,
+		url:  fs.String("url", defaultAdminURL, "gateway base URL"),
+		json: fs.Bool("json", false, "print JSON instead of a table"),
+	}
+}
+
+// parse parses flags wherever they appear among the positional arguments.
+func (c *cli) parse(args []string) error {
+	for {
+		if err := c.fs.Parse(args); err != nil {
+			return err
+		}
+		args = c.fs.Args()
+		if len(args) == 0 {
+			return nil
+		}
+		c.args = append(c.args, args[0])
+		args = args[1:]
+	}
+}
+
+// apiError is an error answer of the admin API.
+type apiError struct {
+	status int
+	body   admin.ErrorBody
+	raw    string
+}
+
+func (e *apiError) Error() string {
+	if e.body.Error.Code == "" {
+		return fmt.Sprintf("HTTP %d: %s", e.status, strings.TrimSpace(e.raw))
+	}
+	msg := fmt.Sprintf("HTTP %d %s: %s", e.status, e.body.Error.Code, e.body.Error.Message)
+	if e.body.CorrelationID != "" {
+		msg += " (correlation id " + e.body.CorrelationID + ")"
+	}
+	return msg
+}
+
+// do sends one request; out receives the decoded answer and raw its bytes.
+func (c *cli) do(method, path string, body any, out any) ([]byte, error) {
+	key := os.Getenv(envAdminKey)
+	if key == "" {
+		return nil, errors.New(envAdminKey + " is not set: export the gateway's admin key")
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, strings.TrimRight(*c.url, "/")+path, rd)
+	if err != nil {
+		return nil, fmt.Errorf("--url: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		e := &apiError{status: resp.StatusCode, raw: string(raw)}
+		_ = json.Unmarshal(raw, &e.body)
+		return raw, e
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return raw, fmt.Errorf("unreadable answer: %w", err)
+		}
+	}
+	return raw, nil
+}
+
+// finish prints raw JSON (--json) or the table, and maps errors to exit codes.
+func (c *cli) finish(raw []byte, err error, table func(w io.Writer)) int {
+	if err != nil {
+		fmt.Fprintln(cliErr, "aegis admin:", err)
+		return 1
+	}
+	if *c.json {
+		var buf bytes.Buffer
+		if json.Indent(&buf, raw, "", "  ") != nil {
+			buf.Reset()
+			buf.Write(raw)
+		}
+		fmt.Fprintln(cliOut, strings.TrimSpace(buf.String()))
+		return 0
+	}
+	tw := tabwriter.NewWriter(cliOut, 0, 4, 2, ' ', 0)
+	table(tw)
+	_ = tw.Flush()
+	return 0
+}
+
+func usageErr(format string, a ...any) int {
+	fmt.Fprintf(cliErr, "aegis admin: "+format+"\n", a...)
+	return 2
+}
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func or(s, dflt string) string {
+	if s == "" {
+		return dflt
+	}
+	return s
+}
+
+func esc(s string) string { return url.PathEscape(s) }
+
+// --- approvals ---
+
+func cmdApprovals(args []string) int {
+	if len(args) == 0 {
+		return usageErr("approvals: want list, approve ID or deny ID")
+	}
+	c := newCLI("approvals " + args[0])
+	switch args[0] {
+	case "list":
+		status := c.fs.String("status", "", "pending, approved, denied, consumed or expired")
+		tenant := c.fs.String("tenant", "", "only this tenant")
+		if c.parse(args[1:]) != nil {
+			return 2
+		}
+		q := url.Values{}
+		if *status != "" {
+			q.Set("status", *status)
+		}
+		if *tenant != "" {
+			q.Set("tenant", *tenant)
+		}
+		path := "/admin/v1/approvals"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+		var out admin.ApprovalList
+		raw, err := c.do(http.MethodGet, path, nil, &out)
+		return c.finish(raw, err, func(w io.Writer) {
+			fmt.Fprintln(w, "ID\tSTATUS\tTENANT\tCALLER\tSERVER\tTOOL\tCREATED\tEXPIRES\tPARAMS")
+			for _, a := range out.Approvals {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Status, a.Tenant, a.Caller, a.Server, a.Tool, ts(a.Created), ts(a.Expires), a.Params)
+			}
+		})
+	case "approve", "deny":
+		reason := c.fs.String("reason", "", "why (recorded in the audit trail)")
+		by := c.fs.String("by", os.Getenv("USER"), "who decides (recorded with the admin principal)")
+		if c.parse(args[1:]) != nil {
+			return 2
+		}
+		if len(c.args) != 1 {
+			return usageErr("approvals %s: want exactly one approval ID", args[0])
+		}
+		var a admin.ApprovalItem
+		raw, err := c.do(http.MethodPost, "/admin/v1/approvals/"+esc(c.args[0])+"/"+args[0], admin.DecisionRequest{Reason: *reason, By: *by}, &a)
+		return c.finish(raw, err, func(w io.Writer) {
+			fmt.Fprintf(w, "approval %s is %s (by %s)\n", a.ID, a.Status, a.DecidedBy)
+		})
+	}
+	return usageErr("approvals: unknown subcommand %q", args[0])
+}
+
+// --- kill switch ---
+
+func cmdTools(args []string) int {
+	if len(args) == 0 || (args[0] != "stop" && args[0] != "resume" && args[0] != "list") {
+		return usageErr("tools: want stop, resume or list")
+	}
+	c := newCLI("tools " + args[0])
+	tenant := c.fs.String("tenant", "", "tenant (required)")
+	server := c.fs.String("server", "", "server (required for stop and resume)")
+	tool := c.fs.String("tool", "", "tool; empty = the whole server")
+	reason := c.fs.String("reason", "", "why (recorded)")
+	by := c.fs.String("by", os.Getenv("USER"), "who (recorded with the admin principal)")
+	if c.parse(args[1:]) != nil {
+		return 2
+	}
+	if *tenant == "" {
+		return usageErr("tools %s: --tenant is required", args[0])
+	}
+	if args[0] == "list" {
+		var out admin.StopList
+		raw, err := c.do(http.MethodGet, "/admin/v1/tenants/"+esc(*tenant)+"/stops", nil, &out)
+		return c.finish(raw, err, func(w io.Writer) {
+			fmt.Fprintln(w, "SERVER\tTOOL\tREASON\tBY\tAT")
+			for _, s := range out.Stops {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Server, or(s.Tool, "(all tools)"), or(s.Reason, "-"), s.By, ts(s.At))
+			}
+		})
+	}
+	if *server == "" {
+		return usageErr("tools %s: --server is required", args[0])
+	}
+	path := "/admin/v1/tenants/" + esc(*tenant) + "/servers/" + esc(*server)
+	what := "server " + *server
+	if *tool != "" {
+		path += "/tools/" + esc(*tool)
+		what = "tool " + *tool + " on " + *server
+	}
+	raw, err := c.do(http.MethodPost, path+"/"+args[0], admin.StopRequest{Reason: *reason, By: *by}, nil)
+	return c.finish(raw, err, func(w io.Writer) {
+		if args[0] == "stop" {
+			fmt.Fprintf(w, "stopped %s for tenant %s\n", what, *tenant)
+		} else {
+			fmt.Fprintf(w, "resumed %s for tenant %s\n", what, *tenant)
+		}
+	})
+}
+
+// --- registry ---
+
+func cmdTenants(args []string) int {
+	sub := "list"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	c := newCLI("tenants " + sub)
+	switch sub {
+	case "list":
+		if c.parse(args) != nil {
+			return 2
+		}
+		var out admin.TenantList
+		raw, err := c.do(http.MethodGet, "/admin/v1/tenants", nil, &out)
+		return c.finish(raw, err, func(w io.Writer) {
+			fmt.Fprintln(w, "ID\tTIER\tWEBHOOK\tCREATED")
+			for _, t := range out.Tenants {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.ID, t.Tier, or(t.WebhookURL, "-"), ts(t.Created))
+			}
+		})
+	case "create":
+		tier := c.fs.String("tier", "", "free (default), growth or enterprise")
+		shape := c.fs.String("refusal-shape", "", "error (default) or result")
+		hook := c.fs.String("webhook-url", "", "approval webhook URL")
+		hookRef := c.fs.String("webhook-secret-ref", "", "reference to the webhook's HMAC secret (env:NAME, ssm:/name, ...)")
+		if c.parse(args) != nil {
+			return 2
+		}
+		if len(c.args) != 1 {
+			return usageErr("tenants create: want exactly one tenant ID")
+		}
+		var t registry.Tenant
+		raw, err := c.do(http.MethodPost, "/admin/v1/tenants", admin.TenantRequest{ID: c.args[0], Tier: *tier, RefusalShape: *shape, WebhookURL: *hook, WebhookSecretRef: *hookRef}, &t)
+		return c.finish(raw, err, func(w io.Writer) { fmt.Fprintf(w, "created tenant %s (%s)\n", t.ID, t.Tier) })
+	}
+	return usageErr("tenants: want list or create ID")
+}
+
+// repeated is a repeatable string flag.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+func cmdServers(args []string) int {
+	sub := "list"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		sub, args = args[0], args[1:]
+	}
+	c := newCLI("servers " + sub)
+	tenant := c.fs.String("tenant", "", "tenant (required)")
+	switch sub {
+	case "list":
+		if c.parse(args) != nil {
+			return 2
+		}
+		if *tenant == "" {
+			return usageErr("servers list: --tenant is required")
+		}
+		var out admin.ServerList
+		raw, err := c.do(http.MethodGet, "/admin/v1/tenants/"+esc(*tenant)+"/servers", nil, &out)
+		return c.finish(raw, err, func(w io.Writer) {
+			fmt.Fprintln(w, "NAME\tURL\tCREDENTIAL\tNEEDS APPROVAL")
+			for _, s := range out.Servers {
+				cred, appr := "-", []string{}
+				if s.Credential != nil {
+					cred = s.Credential.Header + " from " + s.Credential.Ref
+				}
+				for name, set := range s.Tools {
+					if set.RequiresApproval {
+						appr = append(appr, name)
+					}
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.Name, s.URL, cred, or(strings.Join(appr, ","), "-"))
+			}
+		})
+	case "add":
+		name := c.fs.String("name", "", "server name (required)")
+		u := c.fs.String("server-url", "", "the upstream's MCP endpoint (required)")
+		header := c.fs.String("credential-header", "", "header the brokered credential goes in")
+		ref := c.fs.String("credential-ref", "", "where the credential lives (env:NAME, secretsmanager:ID, ssm:/name)")
+		var approve repeated
+		c.fs.Var(&approve, "require-approval", "a tool that needs approval (repeatable)")
+		if c.parse(args) != nil {
+			return 2
+		}
+		if *tenant == "" || *name == "" || *u == "" {
+			return usageErr("servers add: --tenant, --name and --server-url are required")
+		}
+		req := admin.ServerRequest{Name: *name, URL: *u}
+		if *header != "" || *ref != "" {
+			req.Credential = &registry.Credential{Header: *header, Ref: *ref}
+		}
+		if len(approve) > 0 {
+			req.Tools = map[string]registry.ToolSettings{}
+			for _, t := range approve {
+				req.Tools[t] = registry.ToolSettings{RequiresApproval: true}
+			}
+		}
+		var s registry.Server
+		raw, err := c.do(http.MethodPost, "/admin/v1/tenants/"+esc(*tenant)+"/servers", req, &s)
+		return c.finish(raw, err, func(w io.Writer) { fmt.Fprintf(w, "registered server %s for tenant %s: %s\n", s.Name, s.Tenant, s.URL) })
+	}
+	return usageErr("servers: want list or add")
+}
+
+func cmdKeys(args []string) int {
+	if len(args) == 0 {
+		return usageErr("keys: want list, create or revoke ID")
+	}
+	sub := args[0]
+	c := newCLI("keys " + sub)
+	tenant := c.fs.String("tenant", "", "tenant (required)")
+	caller := c.fs.String("caller", "", "caller name the key authenticates (create)")
+	if c.parse(args[1:]) != nil {
+		return 2
+	}
+	if *tenant == "" {
+		return usageErr("keys %s: --tenant is required", sub)
+	}
+	base := "/admin/v1/tenants/" + esc(*tenant) + "/keys"
+	switch sub {
+	case "list":
+		var out admin.KeyList
+		raw, err := c.do(http.MethodGet, base, nil, &out)
+		return c.finish(raw, err, func(w io.Writer) {
+			fmt.Fprintln(w, "ID\tCALLER\tCREATED\tREVOKED")
+			for _, k := range out.Keys {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%v\n", k.ID, k.Caller, ts(k.Created), k.Revoked)
+			}
+		})
+	case "create":
+		if *caller == "" {
+			return usageErr("keys create: --caller is required")
+		}
+		var k admin.IssuedKey
+		raw, err := c.do(http.MethodPost, base, admin.KeyRequest{Caller: *caller}, &k)
+		return c.finish(raw, err, func(w io.Writer) {
+			fmt.Fprintf(w, "key %s for %s/%s (shown once, stored only as a hash):\n%s\n", k.ID, k.Tenant, k.Caller, k.Key)
+		})
+	case "revoke":
+		if len(c.args) != 1 {
+			return usageErr("keys revoke: want exactly one key ID")
+		}
+		raw, err := c.do(http.MethodPost, base+"/"+esc(c.args[0])+"/revoke", nil, nil)
+		return c.finish(raw, err, func(w io.Writer) { fmt.Fprintf(w, "revoked key %s of tenant %s\n", c.args[0], *tenant) })
+	}
+	return usageErr("keys: unknown subcommand %q", sub)
+}
+
+// --- audit ---
+
+func cmdAudit(args []string) int {
+	c := newCLI("audit")
+	tenant := c.fs.String("tenant", "", "tenant (required)")
+	from := c.fs.String("from", "", "RFC 3339 start (default: 24 hours ago)")
+	to := c.fs.String("to", "", "RFC 3339 end, exclusive (default: now)")
+	limit := c.fs.Int("limit", 0, "records per page (default 100)")
+	cursor := c.fs.String("cursor", "", "page cursor from a previous --json answer")
+	all := c.fs.Bool("all", false, "follow cursors and print every page")
+	if c.parse(args) != nil {
+		return 2
+	}
+	if *tenant == "" {
+		return usageErr("audit: --tenant is required")
+	}
+	var recs []audit.Record
+	var raw []byte
+	next := *cursor
+	for {
+		q := url.Values{}
+		for k, v := range map[string]string{"from": *from, "to": *to, "cursor": next} {
+			if v != "" {
+				q.Set(k, v)
+			}
+		}
+		if *limit > 0 {
+			q.Set("limit", fmt.Sprint(*limit))
+		}
+		path := "/admin/v1/tenants/" + esc(*tenant) + "/audit"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+		var page admin.AuditPage
+		var err error
+		if raw, err = c.do(http.MethodGet, path, nil, &page); err != nil {
+			return c.finish(raw, err, nil)
+		}
+		recs = append(recs, page.Records...)
+		next = page.NextCursor
+		if !*all || next == "" {
+			break
+		}
+	}
+	if *all && *c.json {
+		raw, _ = json.Marshal(admin.AuditPage{Records: recs})
+	}
+	return c.finish(raw, nil, func(w io.Writer) {
+		fmt.Fprintln(w, "TIME\tCALLER\tMETHOD\tSERVER\tTOOL\tOUTCOME\tCODE\tDETAIL")
+		for _, r := range recs {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", ts(r.Time), r.Caller, r.Method, or(r.Server, "-"), or(r.Tool, "-"), r.Outcome, r.Code, or(r.Detail, "-"))
+		}
+		if next != "" {
+			fmt.Fprintf(w, "more: --cursor %s (or --all)\n", next)
+		}
+	})
+}
