@@ -36,7 +36,7 @@ var ErrBadCursor = errors.New("audit: bad cursor")
 // PolicyHashNone is the policy-set hash recorded while aegis has no policy
 // engine: the SHA-256 of an empty policy set. It is a stand-in; once policies
 // exist the gateway records the hash of the set in force instead.
-const PolicyHashNone = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+const PolicyHashNone = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 // The four outcomes of a record.
 const (
