@@ -42,10 +42,16 @@ func TestAuditItemGolden(t *testing.T) {
 		PolicyHash: audit.PolicyHashNone,
 	}
 	cases := map[string]func(*audit.Record){
-		"allowed":       func(r *audit.Record) { r.Outcome, r.LatencyMs = audit.OutcomeAllowed, 3.25 },
-		"refused":       func(r *audit.Record) { r.Outcome, r.Code, r.Word, r.LatencyMs = audit.OutcomeRefused, -32004, "RATE_LIMITED", 0.4 },
-		"error":         func(r *audit.Record) { r.Outcome, r.Code, r.Word, r.LatencyMs = audit.OutcomeError, -32000, "UPSTREAM_ERROR", 12.5 },
-		"indeterminate": func(r *audit.Record) { r.Outcome, r.Code, r.Word, r.LatencyMs = audit.OutcomeIndeterminate, -32064, "UPSTREAM_TIMEOUT", 10000 },
+		"allowed": func(r *audit.Record) { r.Outcome, r.LatencyMs = audit.OutcomeAllowed, 3.25 },
+		"refused": func(r *audit.Record) {
+			r.Outcome, r.Code, r.Word, r.LatencyMs = audit.OutcomeRefused, -32004, "RATE_LIMITED", 0.4
+		},
+		"error": func(r *audit.Record) {
+			r.Outcome, r.Code, r.Word, r.LatencyMs = audit.OutcomeError, -32000, "UPSTREAM_ERROR", 12.5
+		},
+		"indeterminate": func(r *audit.Record) {
+			r.Outcome, r.Code, r.Word, r.LatencyMs = audit.OutcomeIndeterminate, -32064, "UPSTREAM_TIMEOUT", 10000
+		},
 	}
 	for name, set := range cases {
 		t.Run(name, func(t *testing.T) {
