@@ -280,3 +280,18 @@ var (
 	_ Notifier = Multi(nil)
 	_ Notifier = (*Async)(nil)
 )
+
+// EnvTopicARN names the SNS topic approvals are published to on AWS.
+const EnvTopicARN = "AEGIS_APPROVAL_TOPIC_ARN"
+
+// FromEnv is the notifier a gateway function builds at start: tenant
+// webhooks always, plus SNS when AEGIS_APPROVAL_TOPIC_ARN is set (newSNS
+// builds the client, e.g. sns.NewFromConfig over the function's AWS config;
+// it is called only then). Everything is sent asynchronously.
+func FromEnv(getenv func(string) string, secrets Resolver, newSNS func() Publisher, log *slog.Logger) *Async {
+	n := Multi{&Webhook{Secrets: secrets, Logger: log}}
+	if arn := getenv(EnvTopicARN); arn != "" && newSNS != nil {
+		n = append(n, &SNS{Client: newSNS(), TopicARN: arn, Logger: log})
+	}
+	return &Async{N: n}
+}
