@@ -69,6 +69,6 @@ func openDynamoBackend(ctx context.Context) (backend, error) {
 	}
 	return backend{
 		Registry: st,
-		Backend:  gateway.Backend{Registry: st, Sessions: st, Audit: st, Counters: st, Stops: st},
+		Backend:  gateway.Backend{Registry: st, Sessions: st, Audit: st, Counters: st, Stops: st, Breaker: st, Idempotency: st},
 	}, nil
 }
