@@ -68,7 +68,8 @@ func openDynamoBackend(ctx context.Context) (backend, error) {
 		return backend{}, err
 	}
 	return backend{
-		Registry: st,
-		Backend:  gateway.Backend{Registry: st, Sessions: st, Audit: st, Counters: st, Stops: st, Breaker: st, Idempotency: st},
+		Registry:         st,
+		RegistryCacheTTL: 10 * time.Second,
+		Backend:          gateway.Backend{Registry: st, Sessions: st, Audit: st, Counters: st, Stops: st, Breaker: st, Idempotency: st},
 	}, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/demo"
 	"github.com/aegis-gw/aegis/shared/gateway"
 	"github.com/aegis-gw/aegis/shared/memstore"
+	"github.com/aegis-gw/aegis/shared/quota"
 	"github.com/aegis-gw/aegis/shared/registry"
 )
 
@@ -29,6 +30,9 @@ import (
 type backend struct {
 	gateway.Backend
 	Registry registry.Store
+	// RegistryCacheTTL caches registry reads in process (0 for the embedded
+	// store, which is already in process).
+	RegistryCacheTTL time.Duration
 }
 
 // storeOpeners maps --store values to backends.
@@ -70,6 +74,10 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 		return err
 	}
 	settings.LocalMode = true
+	tiers, err := quota.TiersFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -112,7 +120,10 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 		}
 	}
 	notifier := withApprovals(&b, log)
-	gw, err := gateway.Build(gateway.Deps{Settings: settings, Backend: b.Backend, Logger: log, Version: version, Notifier: notifier})
+	gw, err := gateway.Build(gateway.Deps{
+		Settings: settings, Backend: b.Backend, Logger: log, Version: version, Notifier: notifier,
+		Tiers: tiers, RegistryCacheTTL: b.RegistryCacheTTL,
+	})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -32,8 +33,8 @@ func TestServeDemo(t *testing.T) {
 	const key = "aegis_testkey1_abcdefghijklmnopqrstuvwxyz"
 	cmd := exec.Command(bin, "serve", "--demo", "--addr", addr)
 	cmd.Env = append(os.Environ(), "AEGIS_DEMO_KEY="+key)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -90,6 +91,24 @@ func TestServeDemo(t *testing.T) {
 	if strings.Contains(stderr.String(), key) {
 		t.Fatal("the demo key appears in the log")
 	}
+}
+
+// lockedBuffer collects a subprocess's output while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func TestServeRefusesBadConfig(t *testing.T) {
