@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/registry"
@@ -190,6 +191,12 @@ func TestSessions(t *testing.T) {
 	// Another tenant's session id is unknown to this tenant.
 	if r := e.post(t, "/v1/invoke", e.KeyB, call("4", "echo", `{"message":"d"}`), "X-Session-ID", sid); r.code() != -32603 {
 		t.Fatalf("tenant B used tenant A's session: %s", r.Raw)
+	}
+	// Another caller of the same tenant cannot continue this session.
+	other, rec := auth.NewKey("acme", "other-agent", e.Clock.Now())
+	must(t, e.Store.PutKey(context.Background(), rec))
+	if r := e.post(t, "/v1/invoke", other, call("6", "echo", `{"message":"f"}`), "X-Session-ID", sid); r.code() != -32603 {
+		t.Fatalf("another caller continued the session: %s", r.Raw)
 	}
 	e.Clock.Advance(e.Settings.SessionIdle + time.Second)
 	if r := e.post(t, "/v1/invoke", e.KeyA, call("5", "echo", `{"message":"e"}`), "X-Session-ID", sid); r.code() != -32603 {

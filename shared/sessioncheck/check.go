@@ -18,7 +18,8 @@ import (
 //
 // Check is the pipeline's "session" slot. A call without a session id gets
 // a new session; a known, unexpired one is touched (one store operation);
-// anything else is the -32603 session error. Sessions fail closed: when the
+// anything else — including a session opened by another caller — is the
+// -32603 session error. Sessions fail closed: when the
 // store cannot be reached the call is refused with an internal error,
 // because a session that cannot be checked cannot carry upstream state.
 type Check struct {
@@ -55,6 +56,11 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	case err != nil:
 		k.log.Error("session lookup failed", "correlation_id", c.CorrelationID, "err", err)
 		return refusal.Internal(c.CorrelationID)
+	}
+	if r.Caller != c.Caller {
+		// A session belongs to the caller that opened it; another key of
+		// the same tenant cannot continue it.
+		return refusal.Session()
 	}
 	c.Session = r
 	return nil
