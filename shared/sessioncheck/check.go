@@ -1,3 +1,4 @@
+// Package sessioncheck is the pipeline's "session" slot.
 package sessioncheck
 
 import (
@@ -14,8 +15,6 @@ import (
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
-// Package sessioncheck is the pipeline's "session" slot.
-//
 // Check is the pipeline's "session" slot. A call without a session id gets
 // a new session; a known, unexpired one is touched (one store operation);
 // anything else — including a session opened by another caller — is the
