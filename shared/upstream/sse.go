@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"sync"
 
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 )
@@ -15,8 +16,10 @@ import (
 // dropped: API Gateway cannot stream them to the client, and a server
 // request cannot be answered through a gateway that returns one JSON reply.
 func readSSE(r io.Reader, id json.RawMessage) ([]byte, error) {
+	bp := scanBufs.Get().(*[]byte)
+	defer scanBufs.Put(bp)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxResponseBytes)
+	sc.Buffer((*bp)[:0], MaxResponseBytes)
 	var data []byte
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -47,6 +50,11 @@ func readSSE(r io.Reader, id json.RawMessage) ([]byte, error) {
 	}
 	return nil, &ProtocolError{Detail: "event stream ended without a response"}
 }
+
+// scanBufs recycles the scanner's line buffers: one per SSE answer would
+// otherwise be a large allocation on every call. (A line longer than the
+// pooled buffer makes the scanner allocate its own; the pooled one is kept.)
+var scanBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
 
 // sameID compares ids as JSON values' bytes after trimming; upstreams echo
 // the id they were sent, so exact bytes match.
