@@ -100,7 +100,7 @@ func Validate(ref string, local bool) error {
 	switch kind {
 	case "env", "file":
 		if !local {
-			return fmt.Errorf("credential reference kind %q is allowed only with aegis serve; use secretsmanager: or ssm:", kind)
+			return fmt.Errorf("credential reference kind %q is allowed only with aegis serve (use secretsmanager or ssm)", kind)
 		}
 		if kind == "file" && !strings.HasPrefix(name, "/") {
 			return fmt.Errorf("credential reference %q: file path must be absolute", ref)

@@ -167,7 +167,9 @@ func TestTimeoutsCountAgainstBreaker(t *testing.T) {
 func TestBackpressure(t *testing.T) {
 	release := make(chan struct{})
 	up := startRaw(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		<-release
+		if strings.Contains(string(body), `"name":"work"`) {
+			<-release
+		}
 		okCall("slow")(w, r, body)
 	})
 	e := newUpEnv(t, up.URL, upOpts{settings: func(s *config.Settings) { s.UpstreamMaxConcurrent = 2 }})

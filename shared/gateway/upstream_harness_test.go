@@ -58,12 +58,6 @@ func startRaw(t *testing.T, onCall func(w http.ResponseWriter, r *http.Request, 
 
 func (u *rawUpstream) Close() { _ = u.srv.Close() }
 
-func (u *rawUpstream) setOnCall(f func(w http.ResponseWriter, r *http.Request, body []byte)) {
-	u.mu.Lock()
-	u.onCall = f
-	u.mu.Unlock()
-}
-
 func (u *rawUpstream) lastCall() (http.Header, []byte) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
