@@ -97,6 +97,30 @@ type Check interface {
 // Pipeline is an ordered list of checks.
 type Pipeline struct {
 	checks []Check
+	hook   Hook
+}
+
+// Hook observes the checks as they run (shared/telemetry traces them with
+// it). Before is called before each check and returns the context the check
+// runs with; After is called with that context and the check's result. A
+// hook changes nothing about the order or the result of a run; a pipeline
+// without one pays a nil test per check.
+type Hook interface {
+	Before(ctx context.Context, slot string, c *Call) context.Context
+	After(ctx context.Context, slot string, c *Call, err error)
+}
+
+// SetHook installs h (nil removes it). Call it before the pipeline serves
+// its first call: it is not safe to call concurrently with Run.
+func (p *Pipeline) SetHook(h Hook) { p.hook = h }
+
+// hooked runs one check through the hook.
+func (p *Pipeline) hooked(ctx context.Context, ch Check, c *Call) error {
+	slot := ch.Slot()
+	cctx := p.hook.Before(ctx, slot, c)
+	err := ch.Check(cctx, c)
+	p.hook.After(cctx, slot, c, err)
+	return err
 }
 
 // New builds a pipeline. Checks must come in the order of Order, each slot
@@ -137,7 +161,13 @@ func (p *Pipeline) Slots() []string {
 // Run passes c through every check until one refuses or fails.
 func (p *Pipeline) Run(ctx context.Context, c *Call) error {
 	for _, ch := range p.checks {
-		if err := ch.Check(ctx, c); err != nil {
+		var err error
+		if p.hook == nil {
+			err = ch.Check(ctx, c)
+		} else {
+			err = p.hooked(ctx, ch, c)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -152,7 +182,13 @@ func (p *Pipeline) RunUntil(ctx context.Context, c *Call, slot string) error {
 		if indexOf(ch.Slot()) >= stop {
 			return nil
 		}
-		if err := ch.Check(ctx, c); err != nil {
+		var err error
+		if p.hook == nil {
+			err = ch.Check(ctx, c)
+		} else {
+			err = p.hooked(ctx, ch, c)
+		}
+		if err != nil {
 			return err
 		}
 	}
