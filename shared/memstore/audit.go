@@ -16,6 +16,11 @@ import (
 // SetAuditRetention says otherwise (AUDIT_RETENTION_DAYS=90).
 const DefaultAuditRetention = 90 * 24 * time.Hour
 
+// MaxAuditRecords is how many audit records the embedded store keeps per
+// tenant; older ones are dropped first. DynamoDB keeps everything until
+// its TTL.
+const MaxAuditRecords = 10000
+
 type auditLog struct {
 	mu        sync.Mutex
 	seq       int64
@@ -79,6 +84,13 @@ func (s *Store) Write(_ context.Context, r audit.Record) error {
 	for drop < len(l) && !l[drop].r.Time.Add(ret).After(now) {
 		drop++
 	}
+	// Bound memory: the embedded store keeps the newest MaxAuditRecords
+	// per tenant (a long `aegis serve` run must not grow without limit).
+	if n := len(l) - drop; n > MaxAuditRecords {
+		drop += n - MaxAuditRecords
+	}
+	// Reslicing keeps the dropped head in the array until append next grows
+	// it; the growth copies only live records, so memory stays bounded.
 	a.byTenant[r.Tenant] = l[drop:]
 	return nil
 }
