@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
@@ -57,8 +59,13 @@ func (g *Gateway) toolsList(ctx context.Context, w http.ResponseWriter, ep endpo
 func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
 	outcome, code, word := pipeline.Allowed, 0, ""
 	defer func() {
-		c.Finish(outcome)
+		// Releasing what the checks took (a lease, a breaker result) and
+		// writing the audit record are independent store writes: overlap
+		// them so they cost one round trip, not two.
+		done := make(chan struct{})
+		go func() { defer close(done); c.Finish(outcome) }()
 		g.audit(ctx, c, outcome, code, word)
+		<-done
 	}()
 	refuse := func(err error) {
 		var ref *refusal.Refusal
@@ -180,7 +187,15 @@ func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call
 	}
 	prev, _ := upstream.DecodeSession(c.Session.Upstream[c.Server.Name])
 	ex := &upstream.Exchange{Server: c.Server, Session: prev, ID: c.ID, Method: "tools/call", Params: params, Header: hdr}
-	resp, used, err := g.o.Upstream.Call(ctx, ex)
+	uctx := ctx
+	var span trace.Span
+	if g.o.Tracer != nil {
+		uctx, span = g.o.Tracer.StartUpstream(ctx, c.Server.Name, c.UpstreamTool)
+	}
+	resp, used, err := g.o.Upstream.Call(uctx, ex)
+	if span != nil {
+		g.o.Tracer.EndUpstream(span, resp, err)
+	}
 	if used != prev && used.Protocol != "" {
 		if serr := g.o.Sessions.SetUpstream(ctx, c.Tenant.ID, c.SessionID, c.Server.Name, used.Encode()); serr != nil {
 			g.o.Logger.Warn("could not store upstream session", "correlation_id", c.CorrelationID, "err", serr)
@@ -231,11 +246,17 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o pipeline.Outcom
 		rec.Server = c.Server.Name
 		rec.Tool = c.UpstreamTool
 	}
+	if g.o.Metrics != nil {
+		g.o.Metrics.RecordCall(rec)
+	}
+	if g.o.Tracer != nil {
+		g.o.Tracer.AnnotateCall(ctx, rec)
+	}
 	if g.o.Audit == nil {
-		g.o.Logger.Info("audit", "record", rec)
+		g.o.Logger.InfoContext(ctx, "audit", "record", rec)
 		return
 	}
 	if err := g.o.Audit.Write(context.WithoutCancel(ctx), rec); err != nil {
-		g.o.Logger.Error("audit write failed; record kept in this log line", "record", rec, "err", err)
+		g.o.Logger.ErrorContext(ctx, "audit write failed; record kept in this log line", "record", rec, "err", err)
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/config"
@@ -26,6 +28,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/route"
 	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/telemetry"
 	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
@@ -43,6 +46,14 @@ type Options struct {
 	Logger   *slog.Logger        // nil: slog.Default()
 	Now      func() time.Time    // nil: time.Now
 	Version  string
+	Tracer   *telemetry.Tracer // nil: no spans
+	Metrics  Metrics           // nil: no metrics
+}
+
+// Metrics is told of every audited tools/call (shared/telemetry's EMF
+// writer implements it). RecordCall must not block.
+type Metrics interface {
+	RecordCall(rec audit.Record)
 }
 
 // Gateway serves the invoke path.
@@ -70,6 +81,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	corr := correlationID(r.Header.Get("traceparent"))
 	w.Header().Set("X-Correlation-ID", corr)
 	path := r.URL.Path
+	ctx := telemetry.WithCorrelationID(r.Context(), corr)
+	if g.o.Tracer != nil {
+		var span trace.Span
+		ctx, span = g.o.Tracer.StartRequest(ctx, r, telemetry.RouteName(r.Method, path), corr)
+		defer span.End()
+	}
+	r = r.WithContext(ctx)
 	var ep endpoint
 	switch {
 	case path == "/v1/invoke":

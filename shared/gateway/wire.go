@@ -23,6 +23,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/route"
 	"github.com/aegis-gw/aegis/shared/session"
 	"github.com/aegis-gw/aegis/shared/sessioncheck"
+	"github.com/aegis-gw/aegis/shared/telemetry"
 	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
@@ -64,6 +65,12 @@ type Deps struct {
 	RegistryCacheTTL time.Duration
 	Notifier         approval.Notifier // nil: nobody is told of held calls
 	Tiers            quota.Tiers       // monthly limits per tier; nil: quota.DefaultTiers()
+	// Tracer traces requests, checks and upstream calls; nil: no spans
+	// (telemetry.FromEnv builds it). DynamoDB spans come from the client's
+	// middleware (dynamo.WithMiddleware(tracer.AddAWSMiddleware)).
+	Tracer *telemetry.Tracer
+	// Metrics receives one record per audited tools/call; nil: no metrics.
+	Metrics Metrics
 }
 
 // Build wires the standard gateway: the pipeline in the order of
@@ -121,6 +128,9 @@ func Build(d Deps) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.Tracer != nil {
+		pipe.SetHook(d.Tracer)
+	}
 	return New(Options{
 		Settings: s,
 		Registry: b.Registry,
@@ -133,6 +143,8 @@ func Build(d Deps) (*Gateway, error) {
 		Logger:   d.Logger,
 		Now:      d.Now,
 		Version:  d.Version,
+		Tracer:   d.Tracer,
+		Metrics:  d.Metrics,
 	}), nil
 }
 

@@ -1,0 +1,98 @@
+package telemetry
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+)
+
+type corrKey struct{}
+
+// WithCorrelationID returns ctx carrying the request's correlation id, for
+// LogHandler to add to every line logged with that context.
+func WithCorrelationID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, corrKey{}, id)
+}
+
+// CorrelationID is the correlation id ctx carries, or "".
+func CorrelationID(ctx context.Context) string {
+	id, _ := ctx.Value(corrKey{}).(string)
+	return id
+}
+
+// LogKeyCorrelationID is the attribute every request log line carries.
+const LogKeyCorrelationID = "correlation_id"
+
+// LogHandler wraps a slog.Handler and adds "correlation_id" from the
+// context (WithCorrelationID) to every record that does not carry one
+// already. Lines logged without a context (slog's Info, not InfoContext)
+// are left as they are.
+type LogHandler struct {
+	inner slog.Handler
+	has   bool // a correlation_id was added with WithAttrs
+}
+
+// NewLogHandler wraps inner.
+func NewLogHandler(inner slog.Handler) *LogHandler { return &LogHandler{inner: inner} }
+
+var _ slog.Handler = (*LogHandler)(nil)
+
+// Enabled implements slog.Handler.
+func (h *LogHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.inner.Enabled(ctx, l) }
+
+// Handle implements slog.Handler.
+func (h *LogHandler) Handle(ctx context.Context, r slog.Record) error {
+	if !h.has {
+		if id := CorrelationID(ctx); id != "" {
+			found := false
+			r.Attrs(func(a slog.Attr) bool {
+				found = a.Key == LogKeyCorrelationID
+				return !found
+			})
+			if !found {
+				r.AddAttrs(slog.String(LogKeyCorrelationID, id))
+			}
+		}
+	}
+	return h.inner.Handle(ctx, r)
+}
+
+// WithAttrs implements slog.Handler.
+func (h *LogHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	has := h.has
+	for _, a := range as {
+		has = has || a.Key == LogKeyCorrelationID
+	}
+	return &LogHandler{inner: h.inner.WithAttrs(as), has: has}
+}
+
+// WithGroup implements slog.Handler.
+func (h *LogHandler) WithGroup(name string) slog.Handler {
+	return &LogHandler{inner: h.inner.WithGroup(name), has: h.has}
+}
+
+// NewLogger is aegis's structured logger: JSON lines to w, correlation id
+// from the context, and a last line of defence against secrets: the value
+// of any attribute whose key names a credential (authorization, api_key,
+// token, secret, password, credential, cookie) is replaced by "[redacted]".
+func NewLogger(w io.Writer, level slog.Leveler) *slog.Logger {
+	return slog.New(NewLogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: redact})))
+}
+
+func redact(_ []string, a slog.Attr) slog.Attr {
+	if secretKey(a.Key) {
+		return slog.String(a.Key, "[redacted]")
+	}
+	return a
+}
+
+func secretKey(k string) bool {
+	k = strings.ToLower(k)
+	for _, s := range []string{"authorization", "api_key", "apikey", "token", "secret", "password", "credential", "cookie"} {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}
