@@ -105,39 +105,83 @@ func Key(tenant, server string) string { return tenant + "#" + server }
 // is open (or half-open with its probe taken) or when MaxConcurrent calls
 // are in flight, and otherwise registers the release of what it took.
 func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
+	decide, _ := k.Prefetch(ctx, c)
+	return decide()
+}
+
+// Prefetch implements pipeline.Prefetcher. Reading the circuit and taking a
+// lease are independent store requests: both start at once, in the same
+// wave as the earlier checks' requests. A lease taken for a call that is
+// then refused (by the circuit here, or by an earlier check through undo)
+// is released at once.
+func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
 	if c.Server == nil {
-		return nil
+		return func() error { return nil }, nil
 	}
 	key := Key(c.Tenant.ID, c.Server.Name)
+	server := c.Server.Name
 	holder := newHolder()
 	now := k.o.Now()
-	probe, ref := k.admit(ctx, key, c.Server.Name, holder, now)
-	if ref != nil {
-		return ref
-	}
+	var (
+		wg       sync.WaitGroup
+		probe    bool
+		ref      *refusal.Refusal
+		leased   bool
+		leaseOK  = true
+		leaseErr error
+		// handedOff: decide registered the release with the call.
+		handedOff bool
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		probe, ref = k.admit(ctx, key, server, holder, now)
+	}()
 	if k.o.MaxConcurrent > 0 {
-		ok, err := k.o.Store.AcquireLease(ctx, key, holder, k.o.MaxConcurrent, now, now.Add(k.o.LeaseTTL))
-		switch {
-		case err != nil:
-			k.o.Logger.Warn("breaker: lease store unavailable; call let through", "key", key, "err", err)
-		case !ok:
-			if probe {
-				k.giveBackProbe(ctx, key, holder)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			leaseOK, leaseErr = k.o.Store.AcquireLease(ctx, key, holder, k.o.MaxConcurrent, now, now.Add(k.o.LeaseTTL))
+			leased = leaseOK && leaseErr == nil
+		}()
+	}
+	release := func() {
+		bg := context.WithoutCancel(ctx)
+		if leased {
+			if err := k.o.Store.ReleaseLease(bg, key, holder); err != nil {
+				k.o.Logger.Warn("breaker: lease not released; it expires on its own", "key", key, "err", err)
 			}
-			return refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
-				"Upstream unavailable: %d calls to %s are in flight (UPSTREAM_MAX_CONCURRENT); retry shortly", k.o.MaxConcurrent, c.Server.Name))
-		default:
-			c.OnDone(func(pipeline.Outcome) {
-				if err := k.o.Store.ReleaseLease(context.WithoutCancel(ctx), key, holder); err != nil {
-					k.o.Logger.Warn("breaker: lease not released; it expires on its own", "key", key, "err", err)
-				}
-			})
+		}
+		if probe {
+			k.giveBackProbe(bg, key, holder)
 		}
 	}
-	if probe {
-		c.OnDone(func(pipeline.Outcome) { k.giveBackProbe(context.WithoutCancel(ctx), key, holder) })
+	decide := func() error {
+		wg.Wait()
+		if leaseErr != nil {
+			k.o.Logger.Warn("breaker: lease store unavailable; call let through", "key", key, "err", leaseErr)
+		}
+		switch {
+		case ref != nil:
+			release()
+			return ref
+		case !leaseOK && leaseErr == nil:
+			release()
+			return refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
+				"Upstream unavailable: %d calls to %s are in flight (UPSTREAM_MAX_CONCURRENT); retry shortly", k.o.MaxConcurrent, server))
+		}
+		if leased || probe {
+			handedOff = true
+			c.OnDone(func(pipeline.Outcome) { release() })
+		}
+		return nil
 	}
-	return nil
+	undo := func() {
+		if !handedOff { // else the call's Finish releases it
+			release()
+		}
+	}
+	return decide, undo
 }
 
 // admit decides from the circuit record. probe is true when this call took
@@ -228,4 +272,4 @@ func newHolder() string {
 	return hex.EncodeToString(b[:])
 }
 
-var _ pipeline.Check = (*Check)(nil)
+var _ pipeline.Prefetcher = (*Check)(nil)

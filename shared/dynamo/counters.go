@@ -52,6 +52,26 @@ func (s *Store) Incr(ctx context.Context, key string, limit int64, expires time.
 	return GetN(out.Attributes, "n"), true, nil
 }
 
+// Decr implements ratelimit.Counter and quota.Meter: one conditional ADD -1
+// that never takes a counter below zero.
+func (s *Store) Decr(ctx context.Context, key string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.tables.State),
+		Key:                       Key(JoinKey("C", key), skCounter),
+		UpdateExpression:          aws.String("ADD n :minus"),
+		ConditionExpression:       aws.String("n > :zero"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":minus": N(-1), ":zero": N(0)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil
+	}
+	if err != nil {
+		return mapErr("Decr", err)
+	}
+	return nil
+}
+
 var (
 	_ ratelimit.Counter = (*Store)(nil)
 	_ quota.Meter       = (*Store)(nil)

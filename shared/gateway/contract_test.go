@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -283,5 +284,52 @@ func TestRefusalShapeResult(t *testing.T) {
 	}
 	if err := json.Unmarshal(r.Result, &res); err != nil || !res.IsError || res.Structured.Code != -32601 {
 		t.Fatalf("want an isError result carrying -32601: %s", r.Raw)
+	}
+}
+
+// TestRefusedCallsCountNothing: the session, rate-limit and quota checks
+// start their store work together; a call an earlier check refuses gives
+// back what later checks counted.
+func TestRefusedCallsCountNothing(t *testing.T) {
+	e := newEnv(t, func(s *config.Settings, _ *memstore.Store) {
+		s.BillingEnabled, s.BillingEnforce = true, true // acme's tier allows 3 calls
+		s.RateLimitPerSession = 2
+	})
+	// Ten calls with an unknown session: refused by the session check, so
+	// neither the quota nor any rate window may keep a unit.
+	for i := range 10 {
+		r := e.post(t, "/v1/invoke", e.KeyA, call(fmt.Sprint(i), "echo", `{"message":"x"}`), "X-Session-ID", "00000000000000000000000000000000")
+		if r.code() != -32603 {
+			t.Fatalf("unknown session: %s", r.Raw)
+		}
+	}
+	r := e.post(t, "/v1/invoke", e.KeyA, call("101", "echo", `{"message":"x"}`))
+	sid := r.Header.Get("X-Session-ID")
+	if r.code() != 0 {
+		t.Fatalf("first real call refused: %s", r.Raw)
+	}
+	if r := e.post(t, "/v1/invoke", e.KeyA, call("102", "echo", `{"message":"x"}`), "X-Session-ID", sid); r.code() != 0 {
+		t.Fatalf("second call refused: %s", r.Raw)
+	}
+	// The session's window (2/min) is full: refused by the rate limit, so
+	// the quota unit it took is given back.
+	for range 5 {
+		if r := e.post(t, "/v1/invoke", e.KeyA, call("103", "echo", `{"message":"x"}`), "X-Session-ID", sid); r.code() != -32004 {
+			t.Fatalf("want -32004: %s", r.Raw)
+		}
+	}
+	// One unit of the 3 is left for a new session, then the quota refuses
+	// with exactly the seed's data.
+	if r := e.post(t, "/v1/invoke", e.KeyA, call("104", "echo", `{"message":"x"}`)); r.code() != 0 {
+		t.Fatalf("third unit refused (a refused call kept a unit): %s", r.Raw)
+	}
+	r = e.post(t, "/v1/invoke", e.KeyA, call("105", "echo", `{"message":"x"}`))
+	var d map[string]any
+	_ = json.Unmarshal(r.Error.Data, &d)
+	if r.code() != -32060 || d["used"] != 3.0 || d["limit"] != 3.0 || d["tier"] != "free" || d["period"] != "202611" {
+		t.Fatalf("want -32060 with used 3 of 3: %s", r.Raw)
+	}
+	if got := e.UpA.Calls("echo"); got != 3 {
+		t.Fatalf("upstream ran %d calls, want 3", got)
 	}
 }

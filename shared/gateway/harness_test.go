@@ -17,6 +17,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/demo"
 	"github.com/aegis-gw/aegis/shared/gateway"
 	"github.com/aegis-gw/aegis/shared/memstore"
+	"github.com/aegis-gw/aegis/shared/quota"
 	"github.com/aegis-gw/aegis/shared/registry"
 )
 
@@ -56,6 +57,10 @@ type env struct {
 
 type envOpt func(*config.Settings, *memstore.Store)
 
+// testTiers are the monthly quotas of the gateway under test: acme (free)
+// may make 3 calls a month, so quota tests reach the edge quickly.
+var testTiers = quota.Tiers{"free": 3, "growth": 1000, "enterprise": 0}
+
 func newEnv(t *testing.T, opts ...envOpt) *env {
 	t.Helper()
 	ctx := context.Background()
@@ -88,9 +93,11 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	log := slog.New(slog.NewJSONHandler(lockedWriter{e}, nil))
 	e.Gateway, err = gateway.Build(gateway.Deps{
 		Settings: s,
-		Backend:  gateway.Backend{Registry: e.Store, Sessions: e.Store},
-		Logger:   log,
-		Now:      e.Clock.Now,
+		Backend: gateway.Backend{Registry: e.Store, Sessions: e.Store, Audit: e.Store, Counters: e.Store,
+			Stops: e.Store, Approvals: e.Store, Breaker: e.Store, Idempotency: e.Store},
+		Tiers:  testTiers,
+		Logger: log,
+		Now:    e.Clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -99,6 +99,12 @@ type dynEnv struct {
 }
 
 func newDynEnv(t *testing.T, tune func(*config.Settings), tiers quota.Tiers) *dynEnv {
+	return newDynEnvWith(t, tune, tiers, false)
+}
+
+// newDynEnvWith builds the two instances; production wires them as the
+// Lambda function does: every store of the backend and the registry cache.
+func newDynEnvWith(t *testing.T, tune func(*config.Settings), tiers quota.Tiers, production bool) *dynEnv {
 	t.Helper()
 	ctx := context.Background()
 	env := dynamotest.Start(t)
@@ -117,13 +123,18 @@ func newDynEnv(t *testing.T, tune func(*config.Settings), tiers quota.Tiers) *dy
 		e.Logs[i] = &requestLog{}
 		e.Stores[i] = env.Store(t, dynamo.Options{}, e.Logs[i].middleware)
 		st := e.Stores[i]
-		gw, err := gateway.Build(gateway.Deps{
+		deps := gateway.Deps{
 			Settings: s,
 			Backend:  gateway.Backend{Registry: st, Sessions: st, Audit: st, Counters: st, Stops: st},
 			Logger:   log,
 			Now:      func() time.Time { return e.Now },
 			Tiers:    tiers,
-		})
+		}
+		if production {
+			deps.Backend.Approvals, deps.Backend.Breaker, deps.Backend.Idempotency = st, st, st
+			deps.RegistryCacheTTL = 10 * time.Second
+		}
+		gw, err := gateway.Build(deps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,39 +255,46 @@ func TestTwoInstancesQuotaEdgeOnDynamoDB(t *testing.T) {
 }
 
 // TestDynamoDBRequestsPerCall measures one allowed tools/call in an existing
-// session after a warm-up call (tool catalog and kill switches cached), with
-// every check on. Reported in docs/perf/dynamodb.md.
+// session after a warm-up call (registry, tool catalog and kill switches
+// cached), wired as the Lambda function is, with every check on. Reported
+// in docs/perf/dynamodb.md.
 func TestDynamoDBRequestsPerCall(t *testing.T) {
-	e := newDynEnv(t, func(s *config.Settings) {
-		s.BillingEnabled, s.BillingEnforce = true, true
-	}, nil)
-	if a, err := e.call(0, 1); err != nil || a.Error != nil {
-		t.Fatalf("warm-up: %v %+v", err, a.Error)
-	}
-	e.Logs[0].take()
-	if a, err := e.call(0, 2); err != nil || a.Error != nil {
-		t.Fatalf("measured call: %v %+v", err, a.Error)
-	}
-	time.Sleep(50 * time.Millisecond) // let a post-response audit write land, if any
-	reqs := e.Logs[0].take()
-	var ops []string
-	for _, r := range reqs {
-		ops = append(ops, r.op)
-	}
-	t.Logf("DynamoDB requests for one allowed tools/call: %d %v; sequential depth %d", len(reqs), ops, depth(reqs))
-	// This package's state checks (session Touch, the two rate windows,
-	// the quota meter) are the UpdateItems; the kill switch is cached.
-	var mine []loggedReq
-	for _, r := range reqs {
-		if r.op == "UpdateItem" {
-			mine = append(mine, r)
-		}
-		if r.op == "Query(T#acme STOP#)" {
-			t.Errorf("kill switches re-read within the refresh period")
-		}
-	}
-	t.Logf("state checks: %d UpdateItem requests, sequential depth %d", len(mine), depth(mine))
-	if len(mine) != 4 || depth(mine) != 3 {
-		t.Errorf("state checks made %d requests in %d waves; want 4 in 3 (Touch; both rate windows together; quota)", len(mine), depth(mine))
+	for _, tc := range []struct {
+		name       string
+		concurrent int // UPSTREAM_MAX_CONCURRENT
+		maxDepth   int
+	}{
+		// Session Touch, both rate windows, the quota meter and the circuit
+		// read in one wave before the upstream call; the audit record after.
+		{"backpressure off", 0, 2},
+		// The lease is taken in the first wave too, and released alongside
+		// the audit write.
+		{"backpressure on", 64, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newDynEnvWith(t, func(s *config.Settings) {
+				s.BillingEnabled, s.BillingEnforce = true, true
+				s.UpstreamMaxConcurrent = tc.concurrent
+			}, nil, true)
+			if a, err := e.call(0, 1); err != nil || a.Error != nil {
+				t.Fatalf("warm-up: %v %+v", err, a.Error)
+			}
+			e.Logs[0].take()
+			if a, err := e.call(0, 2); err != nil || a.Error != nil {
+				t.Fatalf("measured call: %v %+v", err, a.Error)
+			}
+			reqs := e.Logs[0].take()
+			var ops []string
+			for _, r := range reqs {
+				ops = append(ops, r.op)
+				if r.op == "Query(T#acme STOP#)" {
+					t.Errorf("kill switches re-read within the refresh period")
+				}
+			}
+			t.Logf("DynamoDB requests for one allowed tools/call: %d %v; sequential depth %d", len(reqs), ops, depth(reqs))
+			if d := depth(reqs); d > tc.maxDepth {
+				t.Errorf("sequential depth %d, want at most %d", d, tc.maxDepth)
+			}
+		})
 	}
 }

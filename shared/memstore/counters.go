@@ -55,6 +55,18 @@ func (s *Store) Incr(_ context.Context, key string, limit int64, expires time.Ti
 	return r.n, true, nil
 }
 
+// Decr implements ratelimit.Counter and quota.Meter.
+func (s *Store) Decr(_ context.Context, key string) error {
+	c := &s.counters
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.m[key]; ok && r.n > 0 {
+		r.n--
+		c.m[key] = r
+	}
+	return nil
+}
+
 var (
 	_ ratelimit.Counter = (*Store)(nil)
 	_ quota.Meter       = (*Store)(nil)

@@ -67,3 +67,55 @@ func TestFinishRunsInReverse(t *testing.T) {
 		t.Fatalf("got %v", got)
 	}
 }
+
+// counting is a Prefetcher that counts a unit when started.
+type counting struct {
+	slot    string
+	refuse  error
+	started *[]string
+	undone  *[]string
+}
+
+func (f counting) Slot() string { return f.slot }
+func (f counting) Check(ctx context.Context, c *Call) error {
+	d, _ := f.Prefetch(ctx, c)
+	return d()
+}
+func (f counting) Prefetch(context.Context, *Call) (func() error, func()) {
+	*f.started = append(*f.started, f.slot)
+	return func() error { return f.refuse }, func() { *f.undone = append(*f.undone, f.slot) }
+}
+
+// TestPrefetchKeepsOrderAndUndoes: prefetchers start together, decisions
+// come in Order, and what later prefetchers counted is given back when an
+// earlier check refuses.
+func TestPrefetchKeepsOrderAndUndoes(t *testing.T) {
+	var started, undone, ran []string
+	refusedBySession := context.DeadlineExceeded
+	p, err := New(
+		counting{slot: "session", refuse: refusedBySession, started: &started, undone: &undone},
+		counting{slot: "ratelimit", started: &started, undone: &undone},
+		counting{slot: "quota", refuse: context.Canceled, started: &started, undone: &undone},
+		fake{"route", &ran, nil},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Run(context.Background(), &Call{Method: "tools/call"})
+	if err != refusedBySession {
+		t.Fatalf("got %v, want the session's refusal (first in order)", err)
+	}
+	if !slices.Equal(started, []string{"session", "ratelimit", "quota"}) || len(ran) != 0 {
+		t.Fatalf("started %v, ran %v", started, ran)
+	}
+	// ratelimit allowed and is undone; quota refused itself, so nothing to give back.
+	if !slices.Equal(undone, []string{"ratelimit"}) {
+		t.Fatalf("undone %v, want [ratelimit]", undone)
+	}
+	// tools/list does not prefetch.
+	started, undone = nil, nil
+	_ = p.RunUntil(context.Background(), &Call{Method: "tools/list"}, "ratelimit")
+	if !slices.Equal(started, []string{"session"}) {
+		t.Fatalf("RunUntil started %v", started)
+	}
+}

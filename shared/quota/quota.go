@@ -25,6 +25,7 @@ import (
 // Meter counts usage; it has the same contract as ratelimit.Counter.Incr.
 type Meter interface {
 	Incr(ctx context.Context, key string, limit int64, expires time.Time) (n int64, ok bool, err error)
+	Decr(ctx context.Context, key string) error
 }
 
 // Tiers maps a tier name to its monthly limit of tools/call requests.
@@ -110,8 +111,17 @@ func Key(tenant, period string) string { return "q#" + tenant + "#" + period }
 
 // Check implements pipeline.Check.
 func (q *Check) Check(ctx context.Context, c *pipeline.Call) error {
+	decide, _ := q.Prefetch(ctx, c)
+	return decide()
+}
+
+// Prefetch implements pipeline.Prefetcher: the meter is counted while the
+// checks ahead of it decide; undo gives the unit back when one of them
+// refuses the call. At the limit's edge a call that is then refused by an
+// earlier check may hold the last unit for one round trip.
+func (q *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
 	if c.Method != "tools/call" || !q.opt.Enabled {
-		return nil
+		return func() error { return nil }, nil
 	}
 	period, end := Period(q.now())
 	tier := c.Tenant.Tier
@@ -121,20 +131,41 @@ func (q *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	if enforce {
 		lim = limit
 	}
-	n, ok, err := q.meter.Incr(ctx, Key(c.Tenant.ID, period), lim, end.Add(Retention))
-	if err != nil {
-		q.log.WarnContext(ctx, "usage meter unavailable; call counted as under quota",
-			"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", err)
+	key := Key(c.Tenant.ID, period)
+	var (
+		n   int64
+		ok  bool
+		err error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n, ok, err = q.meter.Incr(ctx, key, lim, end.Add(Retention))
+	}()
+	decide := func() error {
+		<-done
+		if err != nil {
+			q.log.WarnContext(ctx, "usage meter unavailable; call counted as under quota",
+				"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", err)
+			return nil
+		}
+		if !ok {
+			return refusal.Quota(tier, limit, n, period)
+		}
+		if known && limit > 0 && n > limit {
+			q.log.InfoContext(ctx, "quota overage recorded (BILLING_ENFORCE=0)",
+				"tenant", c.Tenant.ID, "tier", tier, "limit", limit, "used", n, "period", period)
+		}
 		return nil
 	}
-	if !ok {
-		return refusal.Quota(tier, limit, n, period)
+	undo := func() {
+		if err == nil && ok {
+			if derr := q.meter.Decr(context.WithoutCancel(ctx), key); derr != nil {
+				q.log.WarnContext(ctx, "quota unit not given back", "tenant", c.Tenant.ID, "err", derr)
+			}
+		}
 	}
-	if known && limit > 0 && n > limit {
-		q.log.InfoContext(ctx, "quota overage recorded (BILLING_ENFORCE=0)",
-			"tenant", c.Tenant.ID, "tier", tier, "limit", limit, "used", n, "period", period)
-	}
-	return nil
+	return decide, undo
 }
 
-var _ pipeline.Check = (*Check)(nil)
+var _ pipeline.Prefetcher = (*Check)(nil)

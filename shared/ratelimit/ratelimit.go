@@ -29,6 +29,9 @@ type Counter interface {
 	// reset); expires is when that window is over, after which the store may
 	// forget the counter.
 	Incr(ctx context.Context, key string, limit int64, expires time.Time) (n int64, ok bool, err error)
+	// Decr gives back one unit that Incr counted (a call counted ahead of
+	// a decision that then refused it). It never goes below zero.
+	Decr(ctx context.Context, key string) error
 }
 
 // Window is the length of a rate-limit window.
@@ -76,60 +79,76 @@ func Keys(tenant, session, server, tool string, now time.Time) (sessionKey, tool
 	return "rl#s#" + tenant + "#" + session + "#" + w, "rl#t#" + tenant + "#" + session + "#" + w + "#" + tool
 }
 
-// Check implements pipeline.Check. Both windows are counted with concurrent
-// requests (one round trip). A call refused by one window may still have
-// been counted in the other: every admitted-or-not attempt within a window
-// counts once at most per window, never more.
+// Check implements pipeline.Check.
 func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
+	decide, _ := k.Prefetch(ctx, c)
+	return decide()
+}
+
+// Prefetch implements pipeline.Prefetcher. Both windows are counted with
+// concurrent requests (one round trip), started before earlier checks have
+// decided. A call refused by one window may still have been counted in the
+// other: every attempt counts at most once per window, never more. When an
+// earlier check refuses the call, undo gives back what was counted.
+func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
 	if c.Method != "tools/call" || (k.perSession <= 0 && k.perTool <= 0) {
-		return nil
+		return func() error { return nil }, nil
 	}
 	now := k.now()
 	start := now.UTC().Truncate(Window)
 	end := start.Add(Window)
 	sKey, tKey := Keys(c.Tenant.ID, c.SessionID, c.RequestedServer, c.Tool, now)
-
 	type result struct {
-		ok  bool
-		err error
-	}
-	var sRes, tRes result
-	sRes.ok, tRes.ok = true, true
-	var wg sync.WaitGroup
-	if k.perSession > 0 && k.perTool > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, tRes.ok, tRes.err = k.counter.Incr(ctx, tKey, k.perTool, end)
-		}()
-		_, sRes.ok, sRes.err = k.counter.Incr(ctx, sKey, k.perSession, end)
-		wg.Wait()
-	} else if k.perSession > 0 {
-		_, sRes.ok, sRes.err = k.counter.Incr(ctx, sKey, k.perSession, end)
-	} else {
-		_, tRes.ok, tRes.err = k.counter.Incr(ctx, tKey, k.perTool, end)
-	}
-
-	retry := end.Sub(now).Milliseconds()
-	if retry < 1 {
-		retry = 1
-	}
-	for _, r := range []struct {
 		scope string
+		key   string
 		limit int64
-		res   result
-	}{{ScopeSession, k.perSession, sRes}, {ScopeTool, k.perTool, tRes}} {
-		if r.res.err != nil {
-			// Fail open (seed 004): the limiter's store is unreachable.
-			k.log.WarnContext(ctx, "rate limiter unavailable; call let through",
-				"scope", r.scope, "tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", r.res.err)
-			continue
+		ok    bool
+		err   error
+	}
+	windows := make([]result, 0, 2)
+	if k.perSession > 0 {
+		windows = append(windows, result{scope: ScopeSession, key: sKey, limit: k.perSession})
+	}
+	if k.perTool > 0 {
+		windows = append(windows, result{scope: ScopeTool, key: tKey, limit: k.perTool})
+	}
+	var wg sync.WaitGroup
+	for i := range windows {
+		wg.Add(1)
+		go func(w *result) {
+			defer wg.Done()
+			_, w.ok, w.err = k.counter.Incr(ctx, w.key, w.limit, end)
+		}(&windows[i])
+	}
+	decide := func() error {
+		wg.Wait()
+		retry := end.Sub(now).Milliseconds()
+		if retry < 1 {
+			retry = 1
 		}
-		if !r.res.ok {
-			return refusal.RateLimit(r.scope, int(r.limit), retry)
+		for _, w := range windows {
+			if w.err != nil {
+				// Fail open (seed 004): the limiter's store is unreachable.
+				k.log.WarnContext(ctx, "rate limiter unavailable; call let through",
+					"scope", w.scope, "tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", w.err)
+				continue
+			}
+			if !w.ok {
+				return refusal.RateLimit(w.scope, int(w.limit), retry)
+			}
+		}
+		return nil
+	}
+	undo := func() {
+		for _, w := range windows {
+			if w.ok && w.err == nil {
+				if err := k.counter.Decr(context.WithoutCancel(ctx), w.key); err != nil {
+					k.log.WarnContext(ctx, "rate window not given back", "scope", w.scope, "err", err)
+				}
+			}
 		}
 	}
-	return nil
+	return decide, undo
 }
 
-var _ pipeline.Check = (*Check)(nil)
+var _ pipeline.Prefetcher = (*Check)(nil)

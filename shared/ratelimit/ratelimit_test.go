@@ -104,3 +104,5 @@ type failing struct{}
 func (failing) Incr(context.Context, string, int64, time.Time) (int64, bool, error) {
 	return 0, false, store.ErrUnavailable
 }
+
+func (failing) Decr(context.Context, string) error { return store.ErrUnavailable }

@@ -189,6 +189,20 @@ func (*Check) Slot() string { return "route" }
 // server could not be listed, the answer is -32000 naming that server, since
 // the tool may well exist there.
 func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
+	return k.resolve(ctx, c)
+}
+
+// Prefetch implements pipeline.Prefetcher. Routing is resolved at once
+// (from the cached catalog; in steady state no I/O), so that the breaker
+// can start its store work for the resolved server in the same wave as the
+// session, rate-limit and quota checks. Its verdict is still reported in
+// its own place in the order.
+func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
+	err := k.resolve(ctx, c)
+	return func() error { return err }, nil
+}
+
+func (k *Check) resolve(ctx context.Context, c *pipeline.Call) error {
 	if c.Method != "tools/call" {
 		return nil
 	}
@@ -223,4 +237,4 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	return nil
 }
 
-var _ pipeline.Check = (*Check)(nil)
+var _ pipeline.Prefetcher = (*Check)(nil)

@@ -38,31 +38,55 @@ func (*Check) Slot() string { return "session" }
 
 // Check implements pipeline.Check.
 func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
+	decide, _ := k.Prefetch(ctx, c)
+	return decide()
+}
+
+// Prefetch implements pipeline.Prefetcher: the session id is settled at
+// once (minted when the client sent none), so later checks can key on it,
+// and the store operation runs while they start theirs.
+func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
 	now := k.now()
 	if c.SessionID == "" {
 		r := session.Record{ID: NewID(), Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
-		if err := k.store.Create(ctx, r); err != nil {
-			k.log.Error("session create failed", "correlation_id", c.CorrelationID, "err", err)
+		c.SessionID, c.NewSession = r.ID, true
+		done := make(chan error, 1)
+		go func() { done <- k.store.Create(ctx, r) }()
+		return func() error {
+			if err := <-done; err != nil {
+				k.log.Error("session create failed", "correlation_id", c.CorrelationID, "err", err)
+				return refusal.Internal(c.CorrelationID)
+			}
+			c.Session = r
+			return nil
+		}, nil
+	}
+	type result struct {
+		r   session.Record
+		err error
+	}
+	done := make(chan result, 1)
+	tenant, id := c.Tenant.ID, c.SessionID
+	go func() {
+		r, err := k.store.Touch(ctx, tenant, id, now, k.limits)
+		done <- result{r, err}
+	}()
+	return func() error {
+		res := <-done
+		switch {
+		case errors.Is(res.err, store.ErrNotFound):
+			return refusal.Session()
+		case res.err != nil:
+			k.log.Error("session lookup failed", "correlation_id", c.CorrelationID, "err", res.err)
 			return refusal.Internal(c.CorrelationID)
+		case res.r.Caller != c.Caller:
+			// A session belongs to the caller that opened it; another key
+			// of the same tenant cannot continue it.
+			return refusal.Session()
 		}
-		c.SessionID, c.NewSession, c.Session = r.ID, true, r
+		c.Session = res.r
 		return nil
-	}
-	r, err := k.store.Touch(ctx, c.Tenant.ID, c.SessionID, now, k.limits)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return refusal.Session()
-	case err != nil:
-		k.log.Error("session lookup failed", "correlation_id", c.CorrelationID, "err", err)
-		return refusal.Internal(c.CorrelationID)
-	}
-	if r.Caller != c.Caller {
-		// A session belongs to the caller that opened it; another key of
-		// the same tenant cannot continue it.
-		return refusal.Session()
-	}
-	c.Session = r
-	return nil
+	}, nil
 }
 
 // NewID returns a new session id: 128 random bits, hex.
@@ -74,4 +98,4 @@ func NewID() string {
 	return hex.EncodeToString(b)
 }
 
-var _ pipeline.Check = (*Check)(nil)
+var _ pipeline.Prefetcher = (*Check)(nil)

@@ -37,6 +37,34 @@ func testCounters(t *testing.T, nb NewBackend) {
 		t.Fatalf("Incr(other key) = %d, %v, %v; want 1, true", n, ok, err)
 	}
 
+	t.Run("Decr gives back one unit, never below zero", func(t *testing.T) {
+		for range 3 {
+			if _, ok, err := k.Incr(c, "give", 3, exp); err != nil || !ok {
+				t.Fatalf("Incr: %v %v", ok, err)
+			}
+		}
+		if _, ok, _ := k.Incr(c, "give", 3, exp); ok {
+			t.Fatal("fourth Incr admitted at limit 3")
+		}
+		if err := k.Decr(c, "give"); err != nil {
+			t.Fatal(err)
+		}
+		if n, ok, err := k.Incr(c, "give", 3, exp); err != nil || !ok || n != 3 {
+			t.Fatalf("Incr after Decr = %d, %v, %v; want 3, true", n, ok, err)
+		}
+		for range 5 {
+			if err := k.Decr(c, "give"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := k.Decr(c, "never-counted"); err != nil {
+			t.Fatalf("Decr of an absent counter: %v", err)
+		}
+		if n, ok, err := k.Incr(c, "give", 3, exp); err != nil || !ok || n != 1 {
+			t.Fatalf("Incr after draining = %d, %v, %v; want 1, true", n, ok, err)
+		}
+	})
+
 	t.Run("100 parallel, limit 30", func(t *testing.T) {
 		var admitted, refused atomic.Int64
 		var wg sync.WaitGroup
