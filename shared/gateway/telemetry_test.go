@@ -185,7 +185,7 @@ func TestSpansForAllowedAndRefusedCalls(t *testing.T) {
 func attr(s sdktrace.ReadOnlySpan, k attribute.Key) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == k {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""

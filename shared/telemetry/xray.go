@@ -227,10 +227,10 @@ func Convert(s sdktrace.ReadOnlySpan, service string, inLambda bool) Segment {
 		switch kv.Key {
 		case AttrHTTPMethod:
 			seg.http().Request = orReq(seg.HTTP.Request)
-			seg.HTTP.Request.Method = kv.Value.Emit()
+			seg.HTTP.Request.Method = kv.Value.String()
 		case AttrURL:
 			seg.http().Request = orReq(seg.HTTP.Request)
-			seg.HTTP.Request.URL = kv.Value.Emit()
+			seg.HTTP.Request.URL = kv.Value.String()
 		case AttrHTTPStatus:
 			seg.http().Response = &HTTPResponse{Status: int(kv.Value.AsInt64())}
 		case AttrRPCSystem:
