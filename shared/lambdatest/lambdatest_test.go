@@ -5,9 +5,11 @@ package lambdatest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -73,5 +75,30 @@ func TestRecordedEventsUnderRIE(t *testing.T) {
 	// The emulator led its own process group, the bootstrap included.
 	if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("process group %d (emulator and bootstrap) still exists after Stop: %v", pid, err)
+	}
+}
+
+// recorder captures how Unavailable ends a test.
+type recorder struct {
+	testing.TB
+	fatal, skip string
+}
+
+func (r *recorder) Helper()                        {}
+func (r *recorder) Fatalf(format string, a ...any) { r.fatal = fmt.Sprintf(format, a...) }
+func (r *recorder) Skipf(format string, a ...any)  { r.skip = fmt.Sprintf(format, a...) }
+
+func TestUnavailableFailsInCI(t *testing.T) {
+	t.Setenv("CI", "true")
+	r := &recorder{TB: t}
+	Unavailable(r, "aws-lambda-rie cannot be built: %s", "boom")
+	if r.skip != "" || !strings.Contains(r.fatal, "CI=true") || !strings.Contains(r.fatal, "boom") {
+		t.Errorf("with CI=true: fatal %q skip %q; want a failure", r.fatal, r.skip)
+	}
+	t.Setenv("CI", "")
+	r = &recorder{TB: t}
+	Unavailable(r, "aws-lambda-rie cannot be built: %s", "boom")
+	if r.fatal != "" || !strings.Contains(r.skip, "SKIPPED") {
+		t.Errorf("without CI: fatal %q skip %q; want a loud skip", r.fatal, r.skip)
 	}
 }
