@@ -263,6 +263,11 @@ func TestFunctionsBuildWithMakefile(t *testing.T) {
 		if str(get(t, r, "Properties", "LoggingConfig", "LogFormat")) != "JSON" {
 			t.Errorf("%s: LoggingConfig.LogFormat must be JSON", name)
 		}
+		// EMF metric lines carry no "level": Lambda files them as INFO, so a
+		// higher application level would drop the metrics the alarms read.
+		if lvl := str(get(t, r, "Properties", "LoggingConfig", "ApplicationLogLevel")); !slices.Contains([]string{"TRACE", "DEBUG", "INFO"}, lvl) {
+			t.Errorf("%s: ApplicationLogLevel %s would drop EMF metric lines", name, lvl)
+		}
 		target := "build-" + name
 		if !strings.Contains(string(mk), "\n"+target+":") {
 			t.Errorf("Makefile has no target %s", target)
