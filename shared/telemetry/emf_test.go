@@ -66,3 +66,11 @@ func TestEMFGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestNilEMFIsOff: a nil *EMF (metrics off) in the gateway's Metrics
+// interface writes nothing and does not panic.
+func TestNilEMFIsOff(t *testing.T) {
+	var e *EMF
+	var m interface{ RecordCall(audit.Record) } = e
+	m.RecordCall(audit.Record{Tenant: "acme"})
+}

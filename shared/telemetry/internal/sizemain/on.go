@@ -18,9 +18,6 @@ func dynamoOptions(d *gateway.Deps) []func(*dynamodb.Options) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	d.Tracer, d.Logger = tel.Tracer, tel.Logger
-	if tel.Metrics != nil {
-		d.Metrics = tel.Metrics
-	}
+	d.Tracer, d.Logger, d.Metrics = tel.Tracer, tel.Logger, tel.Metrics
 	return []func(*dynamodb.Options){dynamo.WithMiddleware(tel.Tracer.AddAWSMiddleware)}
 }
