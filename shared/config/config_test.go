@@ -96,3 +96,36 @@ func TestBadFilesNameTheField(t *testing.T) {
 		})
 	}
 }
+
+func TestFunctionTimeoutRule(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		upstream, fn    string
+		wantErr         bool
+		wantVars        []string
+		requireFunction bool
+	}{
+		{name: "template default", upstream: "10", fn: "15"},
+		{name: "largest", upstream: "24", fn: "29"},
+		{name: "no margin", upstream: "10", fn: "14", wantErr: true, wantVars: []string{"UPSTREAM_TIMEOUT_SECS", "FUNCTION_TIMEOUT_SECS"}},
+		{name: "over API Gateway", upstream: "10", fn: "30", wantErr: true, wantVars: []string{"FUNCTION_TIMEOUT_SECS"}},
+		{name: "upstream too long for any function", upstream: "25", fn: "29", wantErr: true, wantVars: []string{"UPSTREAM_TIMEOUT_SECS", "FUNCTION_TIMEOUT_SECS"}},
+		{name: "outside Lambda", upstream: "60"},
+		{name: "missing on Lambda", upstream: "10", requireFunction: true, wantErr: true, wantVars: []string{"FUNCTION_TIMEOUT_SECS"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := FromEnv(env(map[string]string{"UPSTREAM_TIMEOUT_SECS": tc.upstream, "FUNCTION_TIMEOUT_SECS": tc.fn}))
+			if err == nil && tc.requireFunction {
+				err = s.ValidateFunction()
+			}
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
+			}
+			for _, v := range tc.wantVars {
+				if !strings.Contains(err.Error(), v) {
+					t.Errorf("error %q does not name %s", err, v)
+				}
+			}
+		})
+	}
+}

@@ -34,7 +34,11 @@ type Settings struct {
 	ServedTenants           []string      // SERVED_TENANTS, comma-separated; empty = every registered tenant
 	AllowedOrigins          []string      // ALLOWED_ORIGINS, comma-separated exact origins for browser clients
 	AuditRetention          time.Duration // AUDIT_RETENTION_DAYS=90
-	LocalMode               bool          // set by `aegis serve`: loopback upstreams allowed, http allowed
+	// FunctionTimeout is the Lambda function's own Timeout, which Lambda
+	// does not expose to the process: the template passes it as
+	// FUNCTION_TIMEOUT_SECS. 0 outside Lambda. See Validate.
+	FunctionTimeout time.Duration
+	LocalMode       bool // set by `aegis serve`: loopback upstreams allowed, http allowed
 }
 
 // Defaults returns the settings with every default applied.
@@ -139,6 +143,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		}
 	}
 	secs("KILL_SWITCH_REFRESH_SECS", &s.KillSwitchRefresh, 1)
+	secs("FUNCTION_TIMEOUT_SECS", &s.FunctionTimeout, 1)
 	var days time.Duration
 	secs("AUDIT_RETENTION_DAYS", &days, 1)
 	if days > 0 {
@@ -152,12 +157,48 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	return s, s.Validate()
 }
 
+// The timeout rule on Lambda (template.yaml's FunctionTimeout mapping):
+//
+//	UPSTREAM_TIMEOUT_SECS + FunctionTimeoutMargin <= FUNCTION_TIMEOUT_SECS <= MaxFunctionTimeout
+//
+// The margin lets the gateway answer a slow upstream with its own -32064
+// and audit it (DynamoDB round trips before and after the call) before
+// Lambda kills the invocation; the ceiling keeps the function under API
+// Gateway's 30-second HTTP API integration limit, so API Gateway never
+// answers 503 while the function is still working.
+const (
+	FunctionTimeoutMargin = 5 * time.Second
+	MaxFunctionTimeout    = 29 * time.Second
+)
+
 // Validate checks combinations that cannot work. It is pure and fast.
 func (s Settings) Validate() error {
 	if s.SessionIdle > s.SessionLifetime {
 		return fmt.Errorf("SESSION_IDLE_SECS (%v) exceeds SESSION_LIFETIME_SECS (%v)", s.SessionIdle, s.SessionLifetime)
 	}
+	if s.FunctionTimeout > 0 {
+		secs := func(d time.Duration) int { return int(d / time.Second) }
+		if s.FunctionTimeout > MaxFunctionTimeout {
+			return fmt.Errorf("FUNCTION_TIMEOUT_SECS=%d: must be at most %d, under API Gateway's 30-second integration limit",
+				secs(s.FunctionTimeout), secs(MaxFunctionTimeout))
+		}
+		if s.UpstreamTimeout+FunctionTimeoutMargin > s.FunctionTimeout {
+			return fmt.Errorf("UPSTREAM_TIMEOUT_SECS=%d with FUNCTION_TIMEOUT_SECS=%d: the function timeout must be at least UPSTREAM_TIMEOUT_SECS + %d (so the gateway answers -32064 itself); lower UPSTREAM_TIMEOUT_SECS to at most %d",
+				secs(s.UpstreamTimeout), secs(s.FunctionTimeout), secs(FunctionTimeoutMargin), secs(s.FunctionTimeout-FunctionTimeoutMargin))
+		}
+	}
 	return nil
+}
+
+// ValidateFunction is Validate for the gateway function on Lambda, where
+// FUNCTION_TIMEOUT_SECS is required: without it the timeout rule cannot be
+// checked.
+func (s Settings) ValidateFunction() error {
+	if s.FunctionTimeout == 0 {
+		return fmt.Errorf("FUNCTION_TIMEOUT_SECS is not set: the template passes the function's Timeout so that UPSTREAM_TIMEOUT_SECS (%d) + %d <= FUNCTION_TIMEOUT_SECS <= %d can be checked",
+			int(s.UpstreamTimeout/time.Second), int(FunctionTimeoutMargin/time.Second), int(MaxFunctionTimeout/time.Second))
+	}
+	return s.Validate()
 }
 
 // Served reports whether tenant is served by this deployment.
