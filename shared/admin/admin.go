@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/auth"
+	"github.com/aegis-gw/aegis/shared/correlation"
 	"github.com/aegis-gw/aegis/shared/killswitch"
 	"github.com/aegis-gw/aegis/shared/registry"
 )
@@ -106,7 +107,7 @@ func NewKey() string {
 
 // ServeHTTP implements http.Handler: authenticate, then route.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	corr := correlationID(r)
+	corr := correlation.ID(r.Header.Get("traceparent"))
 	w.Header().Set("X-Correlation-ID", corr)
 	principal, fail := h.authenticate(r)
 	if fail != "" {

@@ -3,8 +3,6 @@ package admin
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -47,26 +45,6 @@ func withRequest(ctx context.Context, ri reqInfo) context.Context {
 func info(r *http.Request) reqInfo {
 	ri, _ := r.Context().Value(ctxKey{}).(reqInfo)
 	return ri
-}
-
-// correlationID is the trace-id of a W3C traceparent when one is sent,
-// else a new random id.
-func correlationID(r *http.Request) string {
-	if tp := r.Header.Get("traceparent"); len(tp) == 55 && tp[2] == '-' && tp[35] == '-' && isHex(tp[3:35]) && tp[3:35] != strings.Repeat("0", 32) {
-		return tp[3:35]
-	}
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func isHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -6,8 +6,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -21,6 +19,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/config"
+	"github.com/aegis-gw/aegis/shared/correlation"
 	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
@@ -78,7 +77,7 @@ func New(o Options) *Gateway {
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	corr := correlationID(r.Header.Get("traceparent"))
+	corr := correlation.ID(r.Header.Get("traceparent"))
 	w.Header().Set("X-Correlation-ID", corr)
 	path := r.URL.Path
 	ctx := telemetry.WithCorrelationID(r.Context(), corr)
@@ -158,30 +157,6 @@ func refusalResult(r *refusal.Refusal) json.RawMessage {
 		"structuredContent": map[string]any{"code": obj.Code, "message": obj.Message, "data": obj.Data},
 	})
 	return b
-}
-
-// correlationID is the trace-id of a valid W3C traceparent, else a new id.
-func correlationID(tp string) string {
-	// version "-" trace-id(32) "-" parent-id(16) "-" flags(2)
-	if len(tp) >= 55 && tp[2] == '-' && tp[35] == '-' && tp[52] == '-' &&
-		isHex(tp[:2]) && tp[:2] != "ff" && isHex(tp[3:35]) && isHex(tp[36:52]) && isHex(tp[53:55]) &&
-		(len(tp) == 55 || (tp[:2] != "00" && tp[55] == '-')) &&
-		tp[3:35] != strings.Repeat("0", 32) && tp[36:52] != strings.Repeat("0", 16) {
-		return tp[3:35]
-	}
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-func isHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // originAllowed implements the Streamable HTTP transport's Origin check: no
