@@ -1,0 +1,206 @@
+// Package wiring assembles the gateway and the admin API from the
+// environment, once, for every host: the Lambda functions
+// (functions/gateway, functions/admin) and the CLI (`aegis serve`, which
+// shares OpenDynamo, DynamoBackend, Parts and Notifier). The mains stay one
+// call and lambda.Start.
+//
+// What runs at a cold start is kept small: settings are parsed and
+// validated, the DynamoDB client is built (the one AWS configuration load on
+// the init path), telemetry is set up from the environment. The clients for
+// Secrets Manager, SSM and SNS load their AWS configuration on first use.
+package wiring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/admin"
+	"github.com/aegis-gw/aegis/shared/approval"
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/config"
+	"github.com/aegis-gw/aegis/shared/credentials"
+	"github.com/aegis-gw/aegis/shared/dynamo"
+	"github.com/aegis-gw/aegis/shared/gateway"
+	"github.com/aegis-gw/aegis/shared/killswitch"
+	"github.com/aegis-gw/aegis/shared/quota"
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/telemetry"
+	"github.com/aegis-gw/aegis/shared/upstream"
+)
+
+// RegistryCacheTTL is how long a process reuses registry reads (keys,
+// tenants, servers) from DynamoDB.
+const RegistryCacheTTL = 10 * time.Second
+
+// OpenDynamo opens the DynamoDB store: the client from the standard SDK
+// chain (AWS_REGION, credentials, AWS_ENDPOINT_URL_DYNAMODB), the tables
+// from AEGIS_STATE_TABLE / AEGIS_AUDIT_TABLE, audit retention and session
+// item lifetime from s. A non-nil tracer adds one span per DynamoDB call.
+func OpenDynamo(ctx context.Context, s config.Settings, tr *telemetry.Tracer) (*dynamo.Store, error) {
+	o := dynamo.Options{AuditRetention: s.AuditRetention, SessionTTL: s.SessionLifetime}
+	if tr == nil {
+		return dynamo.Open(ctx, o)
+	}
+	return dynamo.Open(ctx, o, dynamo.WithMiddleware(tr.AddAWSMiddleware))
+}
+
+// DynamoBackend is the gateway's backend over st: every store, approvals
+// included.
+func DynamoBackend(st *dynamo.Store) gateway.Backend {
+	return gateway.Backend{
+		Registry: st, Sessions: st, Audit: st, Approvals: st,
+		Counters: st, Stops: st, Breaker: st, Idempotency: st,
+	}
+}
+
+// Parts are what a host hands the gateway. Deps turns them into
+// gateway.Deps, so that the Lambda function and `aegis serve` wire the
+// gateway the same way.
+type Parts struct {
+	Settings         config.Settings
+	Tiers            quota.Tiers
+	Backend          gateway.Backend
+	RegistryCacheTTL time.Duration
+	Telemetry        telemetry.Setup // Tracer and Metrics; zero: off
+	Logger           *slog.Logger
+	Credentials      upstream.Credentials
+	Notifier         approval.Notifier
+	HTTP             *http.Client // nil: gateway.NewHTTPClient(Settings.LocalMode)
+	Version          string
+}
+
+// Deps returns the gateway's dependencies.
+func (p Parts) Deps() gateway.Deps {
+	d := gateway.Deps{
+		Settings: p.Settings, Backend: p.Backend, Logger: p.Logger, HTTP: p.HTTP,
+		Credentials: p.Credentials, Version: p.Version, RegistryCacheTTL: p.RegistryCacheTTL,
+		Notifier: p.Notifier, Tiers: p.Tiers, Tracer: p.Telemetry.Tracer,
+	}
+	if p.Telemetry.Metrics != nil { // a nil *EMF in the interface would not be "off"
+		d.Metrics = p.Telemetry.Metrics
+	}
+	return d
+}
+
+// Notifier tells approvers of held calls: tenant webhooks (secrets resolved
+// through secrets), plus SNS when AEGIS_APPROVAL_TOPIC_ARN is set. The SNS
+// client loads its AWS configuration on the first publish.
+func Notifier(getenv func(string) string, secrets approval.Resolver, log *slog.Logger) *approval.Async {
+	return approval.FromEnv(getenv, secrets, func() approval.Publisher { return newLazyAWS().sns() }, log)
+}
+
+// Credentials resolves brokered credentials: env: and file: references
+// only when local (`aegis serve`); secretsmanager: and ssm: through clients
+// that load their AWS configuration on first use.
+func Credentials(local bool) *credentials.Resolver {
+	a := newLazyAWS()
+	return credentials.New(credentials.Options{Local: local, SecretsManager: a.secretsManager(), SSM: a.ssm()})
+}
+
+// LambdaGateway builds the GatewayFunction's handler from the environment
+// (getenv: os.Getenv): settings with the timeout rule (FUNCTION_TIMEOUT_SECS
+// required), quota tiers, telemetry, the DynamoDB store, brokered
+// credentials from Secrets Manager / SSM, and the approval notifier. Every
+// error names the setting at fault.
+func LambdaGateway(ctx context.Context, getenv func(string) string, version string) (http.Handler, error) {
+	s, err := config.FromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.ValidateFunction(); err != nil {
+		return nil, err
+	}
+	tiers, err := quota.TiersFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	tel, _, err := telemetry.FromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	loopback, err := allowLoopback(getenv, tel.Logger)
+	if err != nil {
+		return nil, err
+	}
+	st, err := OpenDynamo(ctx, s, tel.Tracer)
+	if err != nil {
+		return nil, err
+	}
+	creds := Credentials(false)
+	p := Parts{
+		Settings: s, Tiers: tiers, Backend: DynamoBackend(st), RegistryCacheTTL: RegistryCacheTTL,
+		Telemetry: tel, Logger: tel.Logger, Credentials: creds,
+		Notifier: Notifier(getenv, creds, tel.Logger), Version: version,
+	}
+	if loopback {
+		p.HTTP = gateway.NewHTTPClient(true)
+	}
+	return gateway.Build(p.Deps())
+}
+
+// LambdaAdmin builds the AdminFunction's handler from the environment. Its
+// only authentication is trust in API Gateway's IAM authorization: the
+// caller passes the accessor (apigw.IAMPrincipal), and a request without an
+// IAM principal is refused.
+func LambdaAdmin(ctx context.Context, getenv func(string) string, principal admin.IAMPrincipal) (http.Handler, error) {
+	if principal == nil {
+		return nil, errors.New("admin: no IAM principal accessor")
+	}
+	s, err := config.FromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	tel, _, err := telemetry.FromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	st, err := OpenDynamo(ctx, s, tel.Tracer)
+	if err != nil {
+		return nil, err
+	}
+	return admin.New(admin.Options{
+		TrustIAM: principal,
+		Registry: st, Approvals: st, Stops: st, Audit: st, AuditLog: st,
+		Logger: tel.Logger,
+	})
+}
+
+// EnvAllowLoopback is the test-only escape of the Lambda harness
+// (functions/*/main_test.go): with the value 1, the gateway function's
+// upstream dialer accepts loopback addresses, so a bootstrap under
+// aws-lambda-rie can reach a test upstream on 127.0.0.1. Nothing else
+// changes: link-local and metadata addresses stay refused, and the
+// registry is seeded by the test (upstream URLs are checked when they are
+// registered through the admin API, which still refuses loopback).
+// template.yaml never sets it (infra tests check), any other value stops
+// the function, it is refused where AWS_SESSION_TOKEN is set (every real
+// Lambda has role credentials there), and it is logged at ERROR on every
+// cold start. docs/design/lambda.md records the choice.
+const EnvAllowLoopback = "AEGIS_ALLOW_LOOPBACK_UPSTREAMS"
+
+func allowLoopback(getenv func(string) string, log *slog.Logger) (bool, error) {
+	switch v := getenv(EnvAllowLoopback); v {
+	case "":
+		return false, nil
+	case "1":
+	default:
+		return false, fmt.Errorf("%s=%q: unset it; it is a test-harness switch whose only value is 1", EnvAllowLoopback, v)
+	}
+	if getenv("AWS_SESSION_TOKEN") != "" {
+		return false, fmt.Errorf("%s=1 refused: this process has role credentials (AWS_SESSION_TOKEN), as on AWS Lambda; the loopback escape is for the local aws-lambda-rie harness only", EnvAllowLoopback)
+	}
+	log.Error("!!! " + EnvAllowLoopback + "=1: upstream calls may reach loopback addresses. TEST HARNESS ONLY; never set this on a deployed function")
+	return true, nil
+}
+
+var (
+	_ registry.Store   = (*dynamo.Store)(nil)
+	_ approval.Store   = (*dynamo.Store)(nil)
+	_ killswitch.Store = (*dynamo.Store)(nil)
+	_ audit.Writer     = (*dynamo.Store)(nil)
+	_ audit.Reader     = (*dynamo.Store)(nil)
+)
