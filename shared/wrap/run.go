@@ -98,6 +98,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = stderr
+	cmd.SysProcAttr = childAttr()
 	childStdin, childIn, err := pipe()
 	if err != nil {
 		fmt.Fprintf(stderr, "aegis wrap: %v\n", err)

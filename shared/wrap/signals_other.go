@@ -2,6 +2,11 @@
 
 package wrap
 
-import "os"
+import (
+	"os"
+	"syscall"
+)
 
 var forwardedSignals = []os.Signal{os.Interrupt}
+
+func childAttr() *syscall.SysProcAttr { return nil }
