@@ -149,7 +149,7 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		bg := context.WithoutCancel(ctx)
 		if leased {
 			if err := k.o.Store.ReleaseLease(bg, key, holder); err != nil {
-				k.o.Logger.Warn("breaker: lease not released; it expires on its own", "key", key, "err", err)
+				k.o.Logger.WarnContext(bg, "breaker: lease not released; it expires on its own", "key", key, "err", err)
 			}
 		}
 		if probe {
@@ -159,7 +159,7 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	decide := func() error {
 		wg.Wait()
 		if leaseErr != nil {
-			k.o.Logger.Warn("breaker: lease store unavailable; call let through", "key", key, "err", leaseErr)
+			k.o.Logger.WarnContext(ctx, "breaker: lease store unavailable; call let through", "key", key, "err", leaseErr)
 		}
 		switch {
 		case ref != nil:
@@ -190,7 +190,7 @@ func (k *Check) admit(ctx context.Context, key, server, holder string, now time.
 	for range 3 {
 		c, err := k.o.Store.Circuit(ctx, key)
 		if err != nil {
-			k.o.Logger.Warn("breaker: circuit store unavailable; call let through", "key", key, "err", err)
+			k.o.Logger.WarnContext(ctx, "breaker: circuit store unavailable; call let through", "key", key, "err", err)
 			return false, nil
 		}
 		if c.OpenUntil.IsZero() {
@@ -217,7 +217,7 @@ func (k *Check) admit(ctx context.Context, key, server, holder string, now time.
 			return true, nil
 		}
 		if !isConflict(err) {
-			k.o.Logger.Warn("breaker: circuit store unavailable; call let through", "key", key, "err", err)
+			k.o.Logger.WarnContext(ctx, "breaker: circuit store unavailable; call let through", "key", key, "err", err)
 			return false, nil
 		}
 	}
@@ -262,7 +262,7 @@ func (k *Check) Observe(srv *registry.Server, err error) {
 		k.clean.Delete(key)
 	}
 	if rerr := k.record(ctx, key, failed); rerr != nil {
-		k.o.Logger.Warn("breaker: result not recorded", "key", key, "failed", failed, "err", rerr)
+		k.o.Logger.WarnContext(ctx, "breaker: result not recorded", "key", key, "failed", failed, "err", rerr)
 	}
 }
 
