@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/aegis-gw/aegis/functions/internal/replay"
+	"github.com/aegis-gw/aegis/shared/approval"
+	"github.com/aegis-gw/aegis/shared/auth"
+	"github.com/aegis-gw/aegis/shared/demo"
+	"github.com/aegis-gw/aegis/shared/dynamo"
+	"github.com/aegis-gw/aegis/shared/dynamo/dynamotest"
+	"github.com/aegis-gw/aegis/shared/killswitch"
+	"github.com/aegis-gw/aegis/shared/lambdatest"
+	"github.com/aegis-gw/aegis/shared/quota"
+	"github.com/aegis-gw/aegis/shared/ratelimit"
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/wiring"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden from the function's responses")
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+const (
+	eventsDir = "../../events/gateway"
+	goldenDir = "testdata/golden"
+)
+
+// The fixed identities the recorded events carry. Keys are seeded as their
+// hashes, as the admin API would store them.
+const (
+	acmeKey   = "aegis_acmetest_3kq9vXh2TfR8wLm1Np4sYz6B"
+	cappedKey = "aegis_cappedtest_Q7wE2rT9yU4iO1pA6sD3fG8h"
+	darkKey   = "aegis_darktest_Z5xC8vB1nM4qW7eR2tY9uI6o"
+	caller    = "ci-agent"
+
+	mcpSession = "sess-acme-mcp-01JDQ7Z4K8X2M5N9P3R6T0V1W4" // seeded, used by /mcp events
+	rlSession  = "sess-acme-rl-01JDQ80A1B2C3D4E5F6G7H8J9K"  // seeded, its rate window full
+	delSession = "sess-acme-del-01JDQ81M2N3P4Q5R6S7T8V9W0X" // seeded, deleted by delete-session
+
+	traceID = "4bf92f3577b34da6a3ce929d0e0e4736" // initialize's traceparent: the correlation id
+
+	// perSession is RATE_LIMIT_PER_SESSION: low, so that rlSession is
+	// seeded full with a few writes. No session makes more tools/call.
+	perSession = 3
+	// freeQuota is QUOTA_FREE: the "capped" tenant is free tier, seeded at
+	// its limit.
+	freeQuota = 2
+)
+
+// steps is the order events are posted in; state carries over (the held
+// call is approved through the store, then posted again). Every file of
+// events/gateway appears here at least once.
+var steps = []struct {
+	event, golden string
+	before        func(h *harness, t *testing.T)
+}{
+	{event: "initialize"},
+	{event: "notification-initialized"},
+	{event: "tools-list"},
+	{event: "tools-call-allowed"},
+	{event: "invoke-allowed"},
+	{event: "invoke-base64-body"},
+	{event: "unknown-tool"},
+	{event: "bad-session"},
+	{event: "rate-limited"},
+	{event: "quota-exceeded"},
+	{event: "tool-stopped"},
+	{event: "approval-required", golden: "approval-required.held"},
+	{event: "approval-required", golden: "approval-required.approved", before: (*harness).approveHeld},
+	{event: "unauthorized"},
+	{event: "parse-error"},
+	{event: "malformed-base64-body"},
+	{event: "body-too-large"},
+	{event: "get-405"},
+	{event: "invalid-request"},
+	{event: "upstream-down"},
+	{event: "upstream-timeout"},
+	{event: "delete-session"},
+}
+
+type harness struct {
+	st   *dynamo.Store
+	fn   *lambdatest.Function
+	last events.APIGatewayV2HTTPResponse
+}
+
+// TestFunction runs the real bootstrap under aws-lambda-rie against
+// moto_server and the demo upstream, the stand-in for
+// `sam local invoke GatewayFunction -e events/gateway/<case>.json`.
+func TestFunction(t *testing.T) {
+	bin := lambdatest.Build(t, "./functions/gateway")
+	t.Run("events", func(t *testing.T) { testEvents(t, bin) })
+	t.Run("refuses impossible timeouts", func(t *testing.T) { testBadTimeouts(t, bin) })
+}
+
+func testEvents(t *testing.T, bin string) {
+	db := dynamotest.Start(t)
+	up, err := demo.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Close() })
+	h := &harness{st: db.Store(t, dynamo.Options{})}
+	h.seed(t, up.URL)
+
+	h.fn = lambdatest.Start(t, bin, &lambdatest.Options{
+		FunctionName: "aegis-GatewayFunction",
+		Timeout:      6 * time.Second,
+		Env:          functionEnv(db, map[string]string{"UPSTREAM_TIMEOUT_SECS": "1", "FUNCTION_TIMEOUT_SECS": "6"}),
+	})
+	posted := map[string]bool{}
+	for _, s := range steps {
+		golden := s.golden
+		if golden == "" {
+			golden = s.event
+		}
+		t.Run(golden, func(t *testing.T) {
+			if s.before != nil {
+				s.before(h, t)
+			}
+			h.last = h.fn.InvokeFile(t, filepath.Join(eventsDir, s.event+".json"))
+			posted[s.event] = true
+			got := replay.Normalize(t, h.last, replay.Stable{mcpSession, rlSession, delSession, traceID})
+			replay.Compare(t, goldenDir, golden, got, *update)
+		})
+	}
+	for _, name := range replay.Events(t, eventsDir) {
+		if !posted[name] {
+			t.Errorf("events/gateway/%s.json is not posted by any step", name)
+		}
+	}
+	if !strings.Contains(h.fn.Log(), wiring.EnvAllowLoopback+"=1") {
+		t.Errorf("the loopback escape was not logged at start:\n%s", h.fn.Log())
+	}
+	t.Logf("INIT duration under aws-lambda-rie: %v", h.fn.InitDuration(t))
+}
+
+// functionEnv is the template's environment for the function, pointed at
+// moto_server, with the settings the events need.
+func functionEnv(db dynamotest.Env, extra map[string]string) map[string]string {
+	env := map[string]string{
+		"AWS_ACCESS_KEY_ID":               "test",
+		"AWS_SECRET_ACCESS_KEY":           "test",
+		"AWS_ENDPOINT_URL_DYNAMODB":       db.Endpoint,
+		"AWS_EC2_METADATA_DISABLED":       "true",
+		"AEGIS_STATE_TABLE":               db.Tables.State,
+		"AEGIS_AUDIT_TABLE":               db.Tables.Audit,
+		"RATE_LIMIT_PER_SESSION":          "3",
+		"RATE_LIMIT_PER_TOOL":             "0",
+		"BILLING_ENABLED":                 "1",
+		"BILLING_ENFORCE":                 "1",
+		"QUOTA_FREE":                      "2",
+		"MAX_BODY_BYTES":                  "2048",
+		wiring.EnvAllowLoopback:           "1", // the demo upstream is on 127.0.0.1
+		"AEGIS_LOG_LEVEL":                 "info",
+		"AEGIS_TRACE":                     "off",
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
+}
+
+// seed writes through the DynamoDB store what an operator would have set
+// up: three tenants (acme with the demo upstream, capped at its quota, dark
+// with an upstream that is down), their keys, sessions, a stopped tool.
+func (h *harness) seed(t *testing.T, upstreamURL string) {
+	ctx := context.Background()
+	now := time.Now().UTC()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tn := range []registry.Tenant{
+		{ID: "acme", Tier: registry.TierGrowth, RefusalShape: registry.ShapeError, Created: now},
+		{ID: "capped", Tier: registry.TierFree, Created: now},
+		{ID: "dark", Tier: registry.TierGrowth, Created: now},
+	} {
+		must(h.st.PutTenant(ctx, tn))
+	}
+	for _, k := range []struct{ tenant, secret string }{{"acme", acmeKey}, {"capped", cappedKey}, {"dark", darkKey}} {
+		rec, err := auth.KeyWithSecret(k.tenant, caller, k.secret, now)
+		must(err)
+		must(h.st.PutKey(ctx, rec))
+	}
+	for _, sv := range []registry.Server{
+		{Tenant: "acme", Name: "crm", URL: upstreamURL, Tools: map[string]registry.ToolSettings{"transfer": {RequiresApproval: true}}, Created: now},
+		{Tenant: "capped", Name: "crm", URL: upstreamURL, Created: now},
+		// Port 1 on loopback: nothing listens, the connection is refused.
+		{Tenant: "dark", Name: "ledger", URL: "http://127.0.0.1:1/mcp", Created: now},
+	} {
+		must(h.st.PutServer(ctx, sv))
+	}
+	for _, id := range []string{mcpSession, rlSession, delSession} {
+		must(h.st.Create(ctx, session.Record{ID: id, Tenant: "acme", Caller: caller, Created: now, LastSeen: now}))
+	}
+	must(h.st.PutStop(ctx, killswitch.Stop{Tenant: "acme", Server: "crm", Tool: "fail", Reason: "incident INC-4471", By: "ops-alice", At: now}))
+	// Fill rlSession's rate window, and capped's monthly meter, for this
+	// window or month and the next ones, so that the refusal does not
+	// depend on when the event is posted.
+	for i := range 3 {
+		sKey, _ := ratelimit.Keys("acme", rlSession, "", "echo", now.Add(time.Duration(i)*ratelimit.Window))
+		for range perSession {
+			_, _, err := h.st.Incr(ctx, sKey, perSession, now.Add(time.Hour))
+			must(err)
+		}
+	}
+	for at := now; at.Before(now.AddDate(0, 0, 32)); at = at.AddDate(0, 0, 28) {
+		period, end := quota.Period(at)
+		for range freeQuota {
+			_, _, err := h.st.Incr(ctx, quota.Key("capped", period), freeQuota, end.Add(quota.Retention))
+			must(err)
+		}
+	}
+}
+
+// approveHeld approves, through the store, the call the previous step held.
+func (h *harness) approveHeld(t *testing.T) {
+	var frame struct {
+		Error struct {
+			Code int `json:"code"`
+			Data struct {
+				ApprovalID string `json:"approval_id"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(h.last.Body), &frame); err != nil || frame.Error.Code != -32061 || frame.Error.Data.ApprovalID == "" {
+		t.Fatalf("previous step did not hold the call (-32061 with approval_id): %v\n%s", err, h.last.Body)
+	}
+	_, err := h.st.DecideApproval(context.Background(), frame.Error.Data.ApprovalID,
+		approval.Decision{Status: approval.Approved, By: "arn:aws:sts::123456789012:assumed-role/AegisOperator/ops-alice"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testBadTimeouts: a combination that cannot work stops the cold start
+// with a message naming the settings, before any request is served.
+func testBadTimeouts(t *testing.T, bin string) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"no margin", map[string]string{"UPSTREAM_TIMEOUT_SECS": "10", "FUNCTION_TIMEOUT_SECS": "12"}, []string{"UPSTREAM_TIMEOUT_SECS=10", "FUNCTION_TIMEOUT_SECS=12"}},
+		{"over API Gateway's limit", map[string]string{"UPSTREAM_TIMEOUT_SECS": "10", "FUNCTION_TIMEOUT_SECS": "30"}, []string{"FUNCTION_TIMEOUT_SECS=30"}},
+		{"not passed", map[string]string{"UPSTREAM_TIMEOUT_SECS": "10"}, []string{"FUNCTION_TIMEOUT_SECS is not set"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_ENDPOINT_URL_DYNAMODB": "http://127.0.0.1:1"}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			fn := lambdatest.Start(t, bin, &lambdatest.Options{Env: env, Timeout: 6 * time.Second})
+			ev, err := os.ReadFile(filepath.Join(eventsDir, "invoke-allowed.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := fn.InvokeRaw(t.Context(), ev); err == nil {
+				t.Fatal("the function served a request with an impossible timeout combination")
+			}
+			log := fn.Log()
+			for _, w := range append(tc.want, "refusing to start") {
+				if !strings.Contains(log, w) {
+					t.Errorf("start-up log does not name %q:\n%s", w, log)
+				}
+			}
+		})
+	}
+}
