@@ -9,7 +9,7 @@ import (
 
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/dynamo"
-	"github.com/aegis-gw/aegis/shared/gateway"
+	"github.com/aegis-gw/aegis/shared/wiring"
 )
 
 func init() {
@@ -49,8 +49,9 @@ func runCreateTables(args []string) int {
 	return 0
 }
 
-// openDynamo opens the DynamoDB store from the environment: the SDK settings
-// for the client, AEGIS_STATE_TABLE / AEGIS_AUDIT_TABLE for the tables and
+// openDynamo opens the DynamoDB store from the environment, as the Lambda
+// functions do (shared/wiring): the SDK settings for the client,
+// AEGIS_STATE_TABLE / AEGIS_AUDIT_TABLE for the tables and
 // AUDIT_RETENTION_DAYS for the audit records' ttl. The tables must exist
 // (`aegis admin create-tables` locally, template.yaml in AWS).
 func openDynamo(ctx context.Context) (*dynamo.Store, error) {
@@ -58,7 +59,7 @@ func openDynamo(ctx context.Context) (*dynamo.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dynamo.Open(ctx, dynamo.Options{AuditRetention: s.AuditRetention, SessionTTL: s.SessionLifetime})
+	return wiring.OpenDynamo(ctx, s, nil)
 }
 
 // openDynamoBackend is `aegis serve --store dynamodb`.
@@ -67,9 +68,5 @@ func openDynamoBackend(ctx context.Context) (backend, error) {
 	if err != nil {
 		return backend{}, err
 	}
-	return backend{
-		Registry:         st,
-		RegistryCacheTTL: 10 * time.Second,
-		Backend:          gateway.Backend{Registry: st, Sessions: st, Audit: st, Counters: st, Stops: st, Breaker: st, Idempotency: st},
-	}, nil
+	return backend{Registry: st, RegistryCacheTTL: wiring.RegistryCacheTTL, Backend: wiring.DynamoBackend(st)}, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/quota"
 	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/wiring"
 )
 
 // backend is a store `aegis serve` can run on: the gateway's stores plus
@@ -120,10 +121,10 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 		}
 	}
 	notifier := withApprovals(&b, log)
-	gw, err := gateway.Build(gateway.Deps{
-		Settings: settings, Backend: b.Backend, Logger: log, Version: version, Notifier: notifier,
-		Tiers: tiers, RegistryCacheTTL: b.RegistryCacheTTL,
-	})
+	gw, err := gateway.Build(wiring.Parts{
+		Settings: settings, Tiers: tiers, Backend: b.Backend, RegistryCacheTTL: b.RegistryCacheTTL,
+		Logger: log, Notifier: notifier, Version: version, Credentials: wiring.Credentials(true),
+	}.Deps())
 	if err != nil {
 		return err
 	}
