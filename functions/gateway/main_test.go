@@ -150,22 +150,21 @@ func testEvents(t *testing.T, bin string) {
 // moto_server, with the settings the events need.
 func functionEnv(db dynamotest.Env, extra map[string]string) map[string]string {
 	env := map[string]string{
-		"AWS_ACCESS_KEY_ID":               "test",
-		"AWS_SECRET_ACCESS_KEY":           "test",
-		"AWS_ENDPOINT_URL_DYNAMODB":       db.Endpoint,
-		"AWS_EC2_METADATA_DISABLED":       "true",
-		"AEGIS_STATE_TABLE":               db.Tables.State,
-		"AEGIS_AUDIT_TABLE":               db.Tables.Audit,
-		"RATE_LIMIT_PER_SESSION":          "3",
-		"RATE_LIMIT_PER_TOOL":             "0",
-		"BILLING_ENABLED":                 "1",
-		"BILLING_ENFORCE":                 "1",
-		"QUOTA_FREE":                      "2",
-		"MAX_BODY_BYTES":                  "2048",
-		wiring.EnvAllowLoopback:           "1", // the demo upstream is on 127.0.0.1
-		"AEGIS_LOG_LEVEL":                 "info",
-		"AEGIS_TRACE":                     "off",
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
+		"AWS_ACCESS_KEY_ID":         "test",
+		"AWS_SECRET_ACCESS_KEY":     "test",
+		"AWS_ENDPOINT_URL_DYNAMODB": db.Endpoint,
+		"AWS_EC2_METADATA_DISABLED": "true",
+		"AEGIS_STATE_TABLE":         db.Tables.State,
+		"AEGIS_AUDIT_TABLE":         db.Tables.Audit,
+		"RATE_LIMIT_PER_SESSION":    "3",
+		"RATE_LIMIT_PER_TOOL":       "0",
+		"BILLING_ENABLED":           "1",
+		"BILLING_ENFORCE":           "1",
+		"QUOTA_FREE":                "2",
+		"MAX_BODY_BYTES":            "2048",
+		wiring.EnvAllowLoopback:     "1", // the demo upstream is on 127.0.0.1
+		"AEGIS_LOG_LEVEL":           "info",
+		"AEGIS_TRACE":               "off",
 	}
 	for k, v := range extra {
 		env[k] = v
