@@ -27,7 +27,7 @@ func withApprovals(b *backend, log *slog.Logger) approval.Notifier {
 			b.Approvals = st
 		}
 	}
-	return &approval.Async{N: &approval.Webhook{Secrets: credentials.New(credentials.Options{Local: true}), Logger: log}}
+	return &approval.Async{N: &approval.Webhook{Secrets: credentials.New(credentials.Options{Local: true}), Logger: log, Local: true}}
 }
 
 // mountAdmin serves the gateway at / and the admin API at /admin/ on one

@@ -77,7 +77,7 @@ func newEnv(t *testing.T, webhook string, secrets approval.Resolver) *env {
 	}
 	s := config.Defaults()
 	s.LocalMode, s.ApprovalTTL = true, ttl
-	e.notes = &approval.Async{N: &approval.Webhook{Secrets: secrets, Timeout: 2 * time.Second, Now: e.clock.Now}}
+	e.notes = &approval.Async{N: &approval.Webhook{Secrets: secrets, Timeout: 2 * time.Second, Now: e.clock.Now, Local: true}}
 	gw, err := gateway.Build(gateway.Deps{
 		Settings: s,
 		Backend:  gateway.Backend{Registry: m, Sessions: m, Audit: m, Approvals: m},

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 
 	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
 // Event is what an approver is told when a call is held.
@@ -121,11 +123,25 @@ type Resolver interface {
 // secret its WebhookSecretRef names. A tenant without a WebhookURL is
 // skipped. Webhook itself is synchronous: wrap it in Async.
 type Webhook struct {
-	HTTP    *http.Client     // nil: a client with Timeout
+	HTTP    *http.Client     // nil: a client with Timeout whose dialer applies upstream.Control
+	Local   bool             // aegis serve: loopback webhook URLs allowed
 	Secrets Resolver         // nil: webhooks go unsigned
 	Timeout time.Duration    // per delivery; 0 = 3 s
 	Now     func() time.Time // nil = time.Now
 	Logger  *slog.Logger     // nil = slog.Default()
+
+	once   sync.Once
+	client *http.Client
+}
+
+// webhookClient never follows redirects and checks every dialed address
+// like an upstream's (no link-local or metadata addresses; loopback only in
+// local mode), so a tenant's webhook URL cannot be pointed, through DNS, at
+// something inside the gateway's network.
+func webhookClient(local bool) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: 3 * time.Second, Control: upstream.Control(local)}).DialContext
+	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // Notify implements Notifier.
@@ -176,7 +192,8 @@ func (w *Webhook) send(ctx context.Context, e Event) error {
 	}
 	client := w.HTTP
 	if client == nil {
-		client = &http.Client{Timeout: timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		w.once.Do(func() { w.client = webhookClient(w.Local) })
+		client = w.client
 	}
 	resp, err := client.Do(req)
 	if err != nil {
