@@ -55,10 +55,17 @@ func runServe(args []string) int {
 	demoMode := fs.Bool("demo", false, "start a demo upstream and the demo tenant")
 	cfgPath := fs.String("config", "", "YAML configuration file (tenants, servers, keys)")
 	storeKind := fs.String("store", "memory", "state store: memory or dynamodb")
+	pprofAddr := fs.String("pprof", "", "serve Go's profiler on this loopback address (benchmarking)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if *pprofAddr != "" {
+		if err := startPprof(*pprofAddr); err != nil {
+			fmt.Fprintln(os.Stderr, "aegis serve:", err)
+			return 2
+		}
+	}
 	if err := serve(*addr, *demoMode, *cfgPath, *storeKind, log, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "aegis serve:", err)
 		return 1

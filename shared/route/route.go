@@ -7,8 +7,10 @@ package route
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"strings"
 	"sync"
 	"time"
@@ -44,7 +46,21 @@ type Catalog struct {
 	now    func() time.Time
 
 	mu      sync.Mutex
-	entries map[string]cached // tenant \x00 server \x00 url
+	entries map[serverKey]cached
+	views   map[viewKey]*view
+}
+
+type serverKey struct{ tenant, name, url string }
+
+type viewKey struct{ tenant, only string }
+
+// view is a built tool namespace, reused while its servers and their tool
+// lists are unchanged (sig), so a call resolves its tool with one map
+// lookup instead of rebuilding the namespace.
+type view struct {
+	sig     uint64
+	entries []Entry
+	index   map[string]int // exposed name → entries index
 }
 
 type cached struct {
@@ -57,10 +73,10 @@ const MinRefresh = 5 * time.Second
 
 // NewCatalog returns a catalog over reg, fetching with lister.
 func NewCatalog(reg registry.Reader, lister Lister, ttl time.Duration, now func() time.Time) *Catalog {
-	return &Catalog{reg: reg, lister: lister, ttl: ttl, now: now, entries: map[string]cached{}}
+	return &Catalog{reg: reg, lister: lister, ttl: ttl, now: now, entries: map[serverKey]cached{}, views: map[viewKey]*view{}}
 }
 
-func cacheKey(s *registry.Server) string { return s.Tenant + "\x00" + s.Name + "\x00" + s.URL }
+func cacheKey(s *registry.Server) serverKey { return serverKey{s.Tenant, s.Name, s.URL} }
 
 // tools returns srv's tools, from cache unless older than maxAge.
 func (c *Catalog) tools(ctx context.Context, srv *registry.Server, maxAge time.Duration) ([]Tool, error) {
@@ -99,10 +115,31 @@ func (c *Catalog) View(ctx context.Context, tenant, only string) (out []Entry, e
 }
 
 func (c *Catalog) view(ctx context.Context, tenant, only string, maxAge time.Duration) (out []Entry, errs []error, err error) {
+	v, errs, err := c.built(ctx, tenant, only, maxAge)
+	if v == nil {
+		return nil, errs, err
+	}
+	return v.entries, errs, nil
+}
+
+// built returns the namespace of tenant (or of its server only), reusing
+// the last one built when no server and no tool list changed since.
+func (c *Catalog) built(ctx context.Context, tenant, only string, maxAge time.Duration) (*view, []error, error) {
 	servers, err := c.reg.Servers(ctx, tenant)
 	if err != nil {
 		return nil, nil, err
 	}
+	vk := viewKey{tenant, only}
+	if sig, fresh := c.signature(servers, only, maxAge); fresh {
+		c.mu.Lock()
+		v := c.views[vk]
+		c.mu.Unlock()
+		if v != nil && v.sig == sig {
+			return v, nil, nil
+		}
+	}
+	v := &view{index: map[string]int{}}
+	var errs []error
 	count := map[string]int{}
 	for i := range servers {
 		srv := &servers[i]
@@ -115,16 +152,66 @@ func (c *Catalog) view(ctx context.Context, tenant, only string, maxAge time.Dur
 			continue
 		}
 		for _, t := range tools {
-			out = append(out, Entry{Name: t.Name, Server: srv, Tool: t})
+			v.entries = append(v.entries, Entry{Name: t.Name, Server: srv, Tool: t})
 			count[t.Name]++
 		}
 	}
-	for i := range out {
-		if count[out[i].Name] > 1 {
-			out[i].Name = out[i].Server.Name + "." + out[i].Tool.Name
+	for i := range v.entries {
+		e := &v.entries[i]
+		if count[e.Name] > 1 {
+			e.Name = e.Server.Name + "." + e.Tool.Name
 		}
+		v.index[e.Name] = i
 	}
-	return out, errs, nil
+	if sig, fresh := c.signature(servers, only, maxAge); fresh && len(errs) == 0 {
+		v.sig = sig
+		c.mu.Lock()
+		c.views[vk] = v
+		c.mu.Unlock()
+	}
+	return v, errs, nil
+}
+
+// signature hashes the servers of a view and when each one's tools were
+// fetched; fresh is false when a list is missing or older than maxAge.
+func (c *Catalog) signature(servers []registry.Server, only string, maxAge time.Duration) (uint64, bool) {
+	h := fnv.New64a()
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b [8]byte
+	for i := range servers {
+		srv := &servers[i]
+		if only != "" && srv.Name != only {
+			continue
+		}
+		e, ok := c.entries[cacheKey(srv)]
+		if !ok || now.Sub(e.fetched) >= maxAge {
+			return 0, false
+		}
+		h.Write([]byte(srv.Name))
+		h.Write([]byte{0})
+		h.Write([]byte(srv.URL))
+		binary.LittleEndian.PutUint64(b[:], uint64(e.fetched.UnixNano()))
+		h.Write(b[:])
+		if cr := srv.Credential; cr != nil {
+			h.Write([]byte(cr.Header))
+			h.Write([]byte{0})
+			h.Write([]byte(cr.Ref))
+		}
+		var settings uint64 // order-independent: map iteration is random
+		for name, ts := range srv.Tools {
+			th := fnv.New64a()
+			th.Write([]byte(name))
+			if ts.RequiresApproval {
+				th.Write([]byte{1})
+			}
+			settings ^= th.Sum64()
+		}
+		binary.LittleEndian.PutUint64(b[:], settings)
+		h.Write(b[:])
+	}
+	return h.Sum64(), true
 }
 
 // HasServer reports whether tenant has a server called name.
@@ -147,26 +234,24 @@ func (c *Catalog) HasServer(ctx context.Context, tenant, name string) (bool, err
 // every MinRefresh), so a newly added tool is found.
 func (c *Catalog) Resolve(ctx context.Context, tenant, server, name string) (e Entry, ok bool, errs []error, err error) {
 	for _, maxAge := range []time.Duration{c.ttl, MinRefresh} {
-		var view []Entry
-		view, errs, err = c.view(ctx, tenant, server, maxAge)
+		var v *view
+		v, errs, err = c.built(ctx, tenant, server, maxAge)
 		if err != nil {
 			return Entry{}, false, nil, err
 		}
-		if e, ok := match(view, name); ok {
+		if e, ok := v.match(name); ok {
 			return e, true, nil, nil
 		}
 	}
 	return Entry{}, false, errs, nil
 }
 
-func match(view []Entry, name string) (Entry, bool) {
-	for _, e := range view {
-		if e.Name == name {
-			return e, true
-		}
+func (v *view) match(name string) (Entry, bool) {
+	if i, ok := v.index[name]; ok {
+		return v.entries[i], true
 	}
 	if srv, tool, ok := strings.Cut(name, "."); ok {
-		for _, e := range view {
+		for _, e := range v.entries {
 			if e.Server.Name == srv && e.Tool.Name == tool {
 				return e, true
 			}

@@ -1,0 +1,87 @@
+package route
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/store"
+)
+
+type regFake struct{ servers []registry.Server }
+
+func (r *regFake) Key(context.Context, string) (registry.Key, error) {
+	return registry.Key{}, store.ErrNotFound
+}
+func (r *regFake) Tenant(context.Context, string) (registry.Tenant, error) {
+	return registry.Tenant{}, store.ErrNotFound
+}
+func (r *regFake) Servers(context.Context, string) ([]registry.Server, error) {
+	out := make([]registry.Server, len(r.servers))
+	copy(out, r.servers)
+	return out, nil
+}
+
+type listerFake struct {
+	tools map[string][]string // server name → tool names
+	calls int
+}
+
+func (l *listerFake) ListTools(_ context.Context, srv *registry.Server) ([]Tool, error) {
+	l.calls++
+	var out []Tool
+	for _, n := range l.tools[srv.Name] {
+		out = append(out, Tool{Name: n, Def: json.RawMessage(`{"name":"` + n + `"}`)})
+	}
+	return out, nil
+}
+
+func TestCatalogViewIsReusedAndInvalidated(t *testing.T) {
+	now := time.Unix(1000, 0)
+	reg := &regFake{servers: []registry.Server{
+		{Tenant: "a", Name: "one", URL: "https://one", Tools: map[string]registry.ToolSettings{"x": {}, "y": {RequiresApproval: true}}},
+		{Tenant: "a", Name: "two", URL: "https://two"},
+	}}
+	l := &listerFake{tools: map[string][]string{"one": {"x", "y"}, "two": {"y", "z"}}}
+	c := NewCatalog(reg, l, time.Minute, func() time.Time { return now })
+	ctx := context.Background()
+	resolve := func(name string) (Entry, bool) {
+		e, ok, errs, err := c.Resolve(ctx, "a", "", name)
+		if err != nil || len(errs) > 0 {
+			t.Fatal(err, errs)
+		}
+		return e, ok
+	}
+	if e, ok := resolve("x"); !ok || e.Server.Name != "one" {
+		t.Fatalf("x: %+v %v", e, ok)
+	}
+	if _, ok := resolve("y"); ok {
+		t.Fatal("colliding bare name resolved")
+	}
+	if e, ok := resolve("two.y"); !ok || e.Server.Name != "two" {
+		t.Fatalf("two.y: %+v", e)
+	}
+	v1, _, _ := c.built(ctx, "a", "", time.Minute)
+	v2, _, _ := c.built(ctx, "a", "", time.Minute)
+	if v1 != v2 || l.calls != 2 {
+		t.Fatalf("view rebuilt (%p vs %p) or lists refetched (%d calls)", v1, v2, l.calls)
+	}
+	// A changed server (URL, settings) builds a new view with it.
+	reg.servers[1].URL = "https://two-new"
+	if e, ok := resolve("z"); !ok || e.Server.URL != "https://two-new" {
+		t.Fatalf("changed URL not seen: %+v", e)
+	}
+	reg.servers[0].Tools = map[string]registry.ToolSettings{"x": {RequiresApproval: true}}
+	if e, _ := resolve("x"); !e.Server.Tools["x"].RequiresApproval {
+		t.Fatal("changed tool settings not seen")
+	}
+	// Past the TTL the lists are fetched again.
+	calls := l.calls
+	now = now.Add(2 * time.Minute)
+	resolve("x")
+	if l.calls <= calls {
+		t.Fatal("lists not refetched after the TTL")
+	}
+}
