@@ -3,16 +3,9 @@ package dynamo_test
 import (
 	"context"
 	"errors"
-	"hash/crc32"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,50 +21,11 @@ import (
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
-// faultProxy sits between a client and moto_server. When down, it drops
-// every connection (DynamoDB unreachable); while throttle > 0 it answers
-// ProvisionedThroughputExceededException and counts down.
-type faultProxy struct {
-	URL      string
-	down     atomic.Bool
-	throttle atomic.Int64
-	attempts atomic.Int64
-}
-
-func newFaultProxy(t *testing.T, target string) *faultProxy {
-	u, _ := url.Parse(target)
-	rp := httputil.NewSingleHostReverseProxy(u)
-	p := &faultProxy{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.attempts.Add(1)
-		if p.down.Load() {
-			conn, _, err := w.(http.Hijacker).Hijack()
-			if err == nil {
-				conn.Close()
-			}
-			return
-		}
-		if p.throttle.Load() != 0 {
-			p.throttle.Add(-1)
-			body := `{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"throttled"}`
-			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-			w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(body))), 10))
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = io.WriteString(w, body)
-			return
-		}
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	p.URL = srv.URL
-	return p
-}
-
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func TestUnreachable(t *testing.T) {
 	env := dynamotest.Start(t)
-	p := newFaultProxy(t, env.Endpoint)
+	p := dynamotest.NewFaultProxy(t, env.Endpoint)
 	env.Endpoint = p.URL
 	st := env.Store(t, dynamo.Options{})
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -105,7 +59,7 @@ func TestUnreachable(t *testing.T) {
 		t.Fatalf("kill switch up: %v", err)
 	}
 
-	p.down.Store(true)
+	p.Down.Store(true)
 	mu.Lock()
 	now = now.Add(time.Hour) // far past the refresh period
 	mu.Unlock()
@@ -132,36 +86,36 @@ func TestUnreachable(t *testing.T) {
 
 func TestThrottlingRetried(t *testing.T) {
 	env := dynamotest.Start(t)
-	p := newFaultProxy(t, env.Endpoint)
+	p := dynamotest.NewFaultProxy(t, env.Endpoint)
 	env.Endpoint = p.URL
 	st := env.Store(t, dynamo.Options{})
 	ctx := context.Background()
 	exp := time.Now().Add(time.Minute)
 
 	// Throttled three times, then answered: the SDK's backoff retries it.
-	p.throttle.Store(3)
+	p.Throttle.Store(3)
 	n, ok, err := st.Incr(ctx, "k", 10, exp)
 	if err != nil || !ok || n != 1 {
 		t.Fatalf("Incr after 3 throttles = %d, %v, %v; want 1, true", n, ok, err)
 	}
-	if got := p.attempts.Load(); got != 4 {
+	if got := p.Attempts.Load(); got != 4 {
 		t.Fatalf("attempts = %d, want 4 (3 throttled + 1)", got)
 	}
 
 	// Throttled without end: bounded by the request's deadline (or the retry
 	// budget, whichever comes first), and reported as unavailable.
-	p.throttle.Store(-1)
-	p.attempts.Store(0)
+	p.Throttle.Store(-1)
+	p.Attempts.Store(0)
 	dctx, cancel := context.WithTimeout(ctx, 3*time.Second) // generous: a loaded machine must still fit two attempts
 	defer cancel()
 	_, _, err = st.Incr(dctx, "k", 10, exp)
 	if !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Incr throttled forever: %v, want ErrUnavailable", err)
 	}
-	if a := p.attempts.Load(); a < 2 || a > dynamo.MaxAttempts {
+	if a := p.Attempts.Load(); a < 2 || a > dynamo.MaxAttempts {
 		t.Fatalf("attempts = %d, want retries within 2..%d", a, dynamo.MaxAttempts)
 	}
-	t.Logf("throttled forever: %d attempts; %v", p.attempts.Load(), err)
+	t.Logf("throttled forever: %d attempts; %v", p.Attempts.Load(), err)
 }
 
 func must(t *testing.T, err error) {
