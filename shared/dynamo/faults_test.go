@@ -77,7 +77,7 @@ func TestUnreachable(t *testing.T) {
 		t.Fatalf("kill switch with DynamoDB unreachable, echo: %v", err)
 	}
 	if _, err := st.Touch(cctx, "acme", "s1", now, session.Limits{}); !errors.Is(err, store.ErrUnavailable) {
-		t.Fatalf("Touch with DynamoDB unreachable: %v, want ErrUnavailable (sessions fail closed upstream of this)", err)
+		t.Fatalf("Touch with DynamoDB unreachable: %v, want ErrUnavailable, never ErrNotFound", err)
 	}
 	if _, err := st.Key(cctx, "k"); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("Key with DynamoDB unreachable: %v, want ErrUnavailable, never ErrNotFound", err)

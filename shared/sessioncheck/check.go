@@ -18,9 +18,11 @@ import (
 // Check is the pipeline's "session" slot. A call without a session id gets
 // a new session; a known, unexpired one is touched (one store operation);
 // anything else — including a session opened by another caller — is the
-// -32603 session error. Sessions fail closed: when the
-// store cannot be reached the call is refused with an internal error,
-// because a session that cannot be checked cannot carry upstream state.
+// -32603 session error. When the store cannot be reached the call goes on
+// with a session that carries no upstream state (the upstream is
+// initialized afresh) and the failure is logged: sessions are not an
+// access control (the API key is), and a DynamoDB outage must not stop
+// every tool call — the same choice the seed makes for the rate limiter.
 type Check struct {
 	store  session.Store
 	limits session.Limits
@@ -54,8 +56,8 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		go func() { done <- k.store.Create(ctx, r) }()
 		return func() error {
 			if err := <-done; err != nil {
-				k.log.Error("session create failed", "correlation_id", c.CorrelationID, "err", err)
-				return refusal.Internal(c.CorrelationID)
+				k.log.WarnContext(ctx, "session store unavailable; new session not stored, call let through",
+					"correlation_id", c.CorrelationID, "err", err)
 			}
 			c.Session = r
 			return nil
@@ -77,8 +79,10 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		case errors.Is(res.err, store.ErrNotFound):
 			return refusal.Session()
 		case res.err != nil:
-			k.log.Error("session lookup failed", "correlation_id", c.CorrelationID, "err", res.err)
-			return refusal.Internal(c.CorrelationID)
+			k.log.WarnContext(ctx, "session store unavailable; session not checked, call let through without upstream session state",
+				"correlation_id", c.CorrelationID, "err", res.err)
+			c.Session = session.Record{ID: c.SessionID, Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
+			return nil
 		case res.r.Caller != c.Caller:
 			// A session belongs to the caller that opened it; another key
 			// of the same tenant cannot continue it.
