@@ -186,7 +186,7 @@ func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call
 		}
 	}
 	prev, _ := upstream.DecodeSession(c.Session.Upstream[c.Server.Name])
-	ex := &upstream.Exchange{Server: c.Server, Session: prev, ID: c.ID, Method: "tools/call", Params: params, Header: hdr}
+	ex := &upstream.Exchange{Server: c.Server, Session: prev, ID: c.ID, Method: "tools/call", Params: params, Header: hdr, ToolDef: c.ToolDef}
 	uctx := ctx
 	var span trace.Span
 	if g.o.Tracer != nil {

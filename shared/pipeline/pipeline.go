@@ -52,7 +52,8 @@ type Call struct {
 	Tool            string // tool name as the client sent it
 	RequestedServer string // from /mcp/{server} or params.server ("" = any)
 	Server          *registry.Server
-	UpstreamTool    string // the tool's name on its server
+	UpstreamTool    string          // the tool's name on its server
+	ToolDef         json.RawMessage // the tool's definition as its server lists it
 	Settings        registry.ToolSettings
 
 	IdempotencyKey string

@@ -318,6 +318,7 @@ func (k *Check) resolve(ctx context.Context, c *pipeline.Call) error {
 	}
 	c.Server = e.Server
 	c.UpstreamTool = e.Tool.Name
+	c.ToolDef = e.Tool.Def
 	c.Settings = e.Server.Tools[e.Tool.Name]
 	return nil
 }

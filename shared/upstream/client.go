@@ -137,6 +137,9 @@ type Exchange struct {
 	Method  string
 	Params  json.RawMessage
 	Header  http.Header // extra headers (Idempotency-Key, traceparent)
+	// ToolDef is the called tool's definition from the upstream's
+	// tools/list, for the Mcp-Param-* headers of 2026-07-28 upstreams.
+	ToolDef json.RawMessage
 }
 
 // Send performs one exchange and returns the upstream's JSON-RPC response
@@ -250,7 +253,7 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 		h.Set("Mcp-Session-Id", ex.Session.ID)
 	}
 	if IsModern(ex.Session.Protocol) {
-		standardHeaders(h, ex.Method, ex.Params)
+		standardHeaders(h, ex.Method, ex.Params, ex.ToolDef)
 	}
 	if cred != nil {
 		h.Set(cred.header, cred.value)

@@ -103,12 +103,17 @@ func SetMeta(params json.RawMessage, key string, val json.RawMessage) json.RawMe
 	return jsonrpc.Edit(params, "_meta", jsonrpc.Edit(meta, key, val))
 }
 
-// standardHeaders sets the SEP-2575 request headers: Mcp-Method, and
-// Mcp-Name for the methods that name a tool, prompt or resource. (The
-// Mcp-Param-* headers of SEP-2243, for tool arguments whose schema carries
-// an x-mcp-header annotation, are not sent: see docs/design/upstream.md.)
-func standardHeaders(h http.Header, method string, params json.RawMessage) {
+// standardHeaders sets the SEP-2575 request headers: Mcp-Method, Mcp-Name
+// for the methods that name a tool, prompt or resource, and for a
+// tools/call the Mcp-Param-* headers of SEP-2243 (from toolDef's
+// x-mcp-header annotations).
+func standardHeaders(h http.Header, method string, params, toolDef json.RawMessage) {
 	h.Set("Mcp-Method", method)
+	if method == "tools/call" {
+		for k, v := range paramHeaders(toolDef, params) {
+			h.Set(k, v)
+		}
+	}
 	var member string
 	switch method {
 	case "tools/call", "prompts/get":
