@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/internal/testclock"
 	"github.com/aegis-gw/aegis/shared/admin"
 	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/audit"
@@ -24,19 +25,6 @@ import (
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
-// clock is the injected clock the gateway and the admin API share.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // env is a whole gateway and admin API over one embedded store, in front
 // of the demo MCP server.
 type env struct {
@@ -44,7 +32,7 @@ type env struct {
 	store    *memstore.Store
 	up       *demo.Server
 	gw, adm  *httptest.Server
-	clock    *clock
+	clock    *testclock.Clock
 	adminKey string
 	keys     map[string]string // caller → tenant key
 	notes    *approval.Async
@@ -59,7 +47,7 @@ func newEnv(t *testing.T, webhook string, secrets approval.Resolver) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = up.Close() })
-	e := &env{t: t, store: memstore.New(), up: up, clock: &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)},
+	e := &env{t: t, store: memstore.New(), up: up, clock: testclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)),
 		adminKey: admin.NewKey(), keys: map[string]string{}}
 	ctx := context.Background()
 	m := e.store
@@ -212,7 +200,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("listed item = %+v", it)
 	}
 
-	e.clock.Add(time.Minute)
+	e.clock.Advance(time.Minute)
 	if code, it := e.decide(id, "approve", "ticket 7"); code != 200 || it.Status != approval.Approved || it.DecidedBy != "alice via admin-key" {
 		t.Fatalf("approve = %d %+v", code, it)
 	}
@@ -286,9 +274,9 @@ func TestExpiry(t *testing.T) {
 	if code, _ := e.decide(id, "deny", ""); code != 200 {
 		t.Fatal(code)
 	}
-	e.clock.Add(ttl - time.Second)
+	e.clock.Advance(ttl - time.Second)
 	e.held(e.call("agent-1", args), "denied")
-	e.clock.Add(time.Second)
+	e.clock.Advance(time.Second)
 	fresh := e.held(e.call("agent-1", args), "pending")
 	if fresh == id {
 		t.Fatal("expired denial still in force")
@@ -298,7 +286,7 @@ func TestExpiry(t *testing.T) {
 	if code, _ := e.decide(fresh, "approve", ""); code != 200 {
 		t.Fatal(code)
 	}
-	e.clock.Add(ttl)
+	e.clock.Advance(ttl)
 	if again := e.held(e.call("agent-1", args), "pending"); again == fresh {
 		t.Fatal("expired approval reused")
 	}
@@ -308,7 +296,7 @@ func TestExpiry(t *testing.T) {
 
 	// An expired pending approval cannot be decided.
 	pending := e.held(e.call("agent-2", args), "pending")
-	e.clock.Add(ttl)
+	e.clock.Advance(ttl)
 	if code, _ := e.decide(pending, "approve", ""); code != http.StatusConflict {
 		t.Fatalf("approving an expired approval = %d, want 409", code)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/internal/testclock"
 	"github.com/aegis-gw/aegis/shared/breaker"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/pipeline"
@@ -15,14 +16,6 @@ import (
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/upstream"
 )
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 var srv = &registry.Server{Tenant: "acme", Name: "tools"}
 
@@ -39,7 +32,7 @@ func code(err error) refusal.Code {
 }
 
 func TestStateMachine(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := testclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	k := breaker.New(breaker.Options{Store: memstore.New(), Threshold: 3, Cooldown: 10 * time.Second, Now: clk.Now})
 	ctx := context.Background()
 	fail := &upstream.HTTPError{Status: 500}
@@ -56,13 +49,13 @@ func TestStateMachine(t *testing.T) {
 	if c := code(k.Check(ctx, call())); c != refusal.CodeUpstreamUnavailable {
 		t.Fatalf("after 3 consecutive failures: %v; want -32063", c)
 	}
-	clk.Add(9 * time.Second)
+	clk.Advance(9 * time.Second)
 	if c := code(k.Check(ctx, call())); c != refusal.CodeUpstreamUnavailable {
 		t.Fatalf("during the cooldown: %v; want -32063", c)
 	}
 	// gobreaker stamps the opening with its own time.Now, which lands a few
 	// microseconds after the injected clock's reading: step past it.
-	clk.Add(time.Second + time.Millisecond)
+	clk.Advance(time.Second + time.Millisecond)
 	// Cooldown over: exactly one of many concurrent calls is the probe.
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -100,7 +93,7 @@ func TestStateMachine(t *testing.T) {
 }
 
 func TestLeasesExpire(t *testing.T) {
-	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := testclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	k := breaker.New(breaker.Options{Store: memstore.New(), MaxConcurrent: 1, LeaseTTL: time.Minute, Now: clk.Now})
 	ctx := context.Background()
 	if err := k.Check(ctx, call()); err != nil { // never finished: its process "died"
@@ -109,7 +102,7 @@ func TestLeasesExpire(t *testing.T) {
 	if c := code(k.Check(ctx, call())); c != refusal.CodeUpstreamUnavailable {
 		t.Fatalf("second call with limit 1: %v; want -32063", c)
 	}
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	c := call()
 	if err := k.Check(ctx, c); err != nil {
 		t.Fatalf("after the dead holder's lease expired: %v", err)

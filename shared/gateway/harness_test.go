@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/internal/testclock"
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/demo"
@@ -21,31 +22,13 @@ import (
 	"github.com/aegis-gw/aegis/shared/registry"
 )
 
-// clock is an injectable, advanceable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // env is a gateway over the embedded store with two tenants:
 // "acme" (server mock-primary → a demo upstream) and "globex" (server
 // globex-tools → another demo upstream).
 type env struct {
 	URL      string
 	Store    *memstore.Store
-	Clock    *clock
+	Clock    *testclock.Clock
 	KeyA     string
 	KeyB     string
 	UpA, UpB *demo.Server
@@ -64,7 +47,7 @@ var testTiers = quota.Tiers{"free": 3, "growth": 1000, "enterprise": 0}
 func newEnv(t *testing.T, opts ...envOpt) *env {
 	t.Helper()
 	ctx := context.Background()
-	e := &env{Store: memstore.New(), Clock: &clock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}, Log: &bytes.Buffer{}}
+	e := &env{Store: memstore.New(), Clock: testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), Log: &bytes.Buffer{}}
 	var err error
 	if e.UpA, err = demo.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/internal/testclock"
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/config"
@@ -154,28 +155,10 @@ func (a *captureAudit) await(t *testing.T, corr string) audit.Record {
 	}
 }
 
-// upClock is the injected clock of these tests.
-type upClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *upClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *upClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // upEnv is one gateway (or two, sharing a store) in front of one upstream.
 type upEnv struct {
 	Store *memstore.Store
-	Clock *upClock
+	Clock *testclock.Clock
 	Audit *captureAudit
 	Key   string
 	Dials *atomic.Int64 // connections the gateway's upstream transport opened
@@ -188,7 +171,7 @@ type upOpts struct {
 	cred     *registry.Credential
 	env      map[string]string
 	store    *memstore.Store // shared with another gateway
-	clock    *upClock
+	clock    *testclock.Clock
 }
 
 const testTenant, testServer = "acme", "tools"
@@ -198,7 +181,7 @@ func newUpEnv(t *testing.T, url string, o upOpts) *upEnv {
 	ctx := context.Background()
 	e := &upEnv{Store: o.store, Clock: o.clock, Audit: newCaptureAudit(), Dials: &atomic.Int64{}}
 	if e.Clock == nil {
-		e.Clock = &upClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+		e.Clock = testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	}
 	if e.Store == nil {
 		e.Store = memstore.New()
