@@ -12,9 +12,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/aegis-gw/aegis/internal/syncbuf"
 )
 
 // TestServeDemo runs the README's first command as a user would (the built
@@ -33,7 +34,7 @@ func TestServeDemo(t *testing.T) {
 	const key = "aegis_testkey1_abcdefghijklmnopqrstuvwxyz"
 	cmd := exec.Command(bin, "serve", "--demo", "--addr", addr)
 	cmd.Env = append(os.Environ(), "AEGIS_DEMO_KEY="+key)
-	stderr := &lockedBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -91,24 +92,6 @@ func TestServeDemo(t *testing.T) {
 	if strings.Contains(stderr.String(), key) {
 		t.Fatal("the demo key appears in the log")
 	}
-}
-
-// lockedBuffer collects a subprocess's output while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestServeRefusesBadConfig(t *testing.T) {

@@ -42,6 +42,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/aegis-gw/aegis/internal/syncbuf"
 )
 
 // rieTool is the emulator's name as a Go tool dependency in go.mod.
@@ -145,7 +147,7 @@ type Function struct {
 	URL string
 
 	cmd    *exec.Cmd
-	log    *logBuffer
+	log    *syncbuf.Buffer
 	exited chan struct{}
 	client *http.Client
 	stop   sync.Once
@@ -204,7 +206,7 @@ func start(t testing.TB, rie, bootstrap string, o Options) (*Function, error) {
 		bootstrap)
 	cmd.Dir = filepath.Dir(bootstrap)
 	cmd.Env = environment(o)
-	log := &logBuffer{}
+	log := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.WaitDelay = 2 * time.Second
 	setProcessGroup(cmd)
@@ -406,22 +408,4 @@ func (f *Function) initDuration() (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(ms * float64(time.Millisecond)), true
-}
-
-// logBuffer collects the emulator's output for concurrent readers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/aegis-gw/aegis/internal/syncbuf"
 )
 
 // The test binary doubles as every process the tests need, chosen by its
@@ -134,30 +136,12 @@ func writeFile(t testing.TB, name, content string) string {
 	return p
 }
 
-// lockedBuffer is a bytes.Buffer safe for the writers Run may use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // runAll runs wrap in-process with all of input on stdin and returns
 // everything it wrote to stdout, its stderr and its exit code.
 func runAll(t *testing.T, args []string, input []byte) ([]byte, string, int) {
 	t.Helper()
 	var out bytes.Buffer
-	var errb lockedBuffer
+	var errb syncbuf.Buffer
 	code := Run(args, bytes.NewReader(input), &out, &errb)
 	return out.Bytes(), errb.String(), code
 }
@@ -168,7 +152,7 @@ type live struct {
 	in    *os.File // client → wrap
 	out   *bufio.Reader
 	code  chan int
-	errb  *lockedBuffer
+	errb  *syncbuf.Buffer
 	close func()
 }
 
@@ -182,7 +166,7 @@ func startLive(t *testing.T, args []string) *live {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &live{t: t, in: inW, out: bufio.NewReaderSize(outR, 1<<20), code: make(chan int, 1), errb: &lockedBuffer{}}
+	l := &live{t: t, in: inW, out: bufio.NewReaderSize(outR, 1<<20), code: make(chan int, 1), errb: &syncbuf.Buffer{}}
 	go func() {
 		l.code <- Run(args, inR, outW, l.errb)
 		outW.Close()

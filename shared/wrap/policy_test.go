@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aegis-gw/aegis/internal/syncbuf"
 	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
@@ -140,7 +141,7 @@ func TestPolicyLoadErrors(t *testing.T) {
 	}
 	// Through the CLI: exit 2, the file and the field named, no child started.
 	p := writeFile(t, "bad.yaml", "deny: [a]\ndenny: [b]\n")
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	marker := filepath.Join(t.TempDir(), "started")
 	code := Run([]string{"--policy", p, "--", "/bin/sh", "-c", "touch " + marker}, strings.NewReader(""), &out, &errb)
 	if code != ExitUsage || !strings.Contains(errb.String(), p) || !strings.Contains(errb.String(), `unknown field "denny"`) {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aegis-gw/aegis/internal/syncbuf"
 )
 
 // stream is what a client might send, including what no client should:
@@ -216,7 +218,7 @@ func TestFrameWaitsForChildLineBoundary(t *testing.T) {
 
 func TestExitStatusAndStderr(t *testing.T) {
 	for _, n := range []int{0, 3, 42} {
-		var out, errb lockedBuffer
+		var out, errb syncbuf.Buffer
 		code := Run(append([]string{"--"}, childArgv(t, "exit", fmt.Sprint(n))...), strings.NewReader(""), &out, &errb)
 		if code != n {
 			t.Errorf("exit %d, want %d", code, n)
@@ -225,11 +227,11 @@ func TestExitStatusAndStderr(t *testing.T) {
 			t.Errorf("stderr %q", errb.String())
 		}
 	}
-	var errb lockedBuffer
-	if code := Run([]string{"--", filepath.Join(t.TempDir(), "no-such-command")}, strings.NewReader(""), &lockedBuffer{}, &errb); code != ExitNotFound {
+	var errb syncbuf.Buffer
+	if code := Run([]string{"--", filepath.Join(t.TempDir(), "no-such-command")}, strings.NewReader(""), &syncbuf.Buffer{}, &errb); code != ExitNotFound {
 		t.Errorf("missing command: exit %d, want %d (%s)", code, ExitNotFound, errb.String())
 	}
-	if code := Run(nil, strings.NewReader(""), &lockedBuffer{}, &errb); code != ExitUsage {
+	if code := Run(nil, strings.NewReader(""), &syncbuf.Buffer{}, &errb); code != ExitUsage {
 		t.Errorf("no command: exit %d", code)
 	}
 }
