@@ -144,7 +144,16 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 		_ = ln.Close()
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	// A slow client cannot hold a connection forever: the whole request
+	// must arrive in 30 s; the answer may take as long as an upstream call
+	// can (initialize and call, each with its deadline, plus retries).
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      time.Duration(settings.UpstreamMaxRetries+3)*settings.UpstreamTimeout + 30*time.Second,
+		IdleTimeout:       120 * time.Second,
+	}
 	banner(out, "http://"+ln.Addr().String(), up, demoKey)
 	fmt.Fprintln(out, adminLine)
 	go func() {
