@@ -99,23 +99,34 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = childAttr()
-	childStdin, childIn, err := pipe()
-	if err != nil {
-		fmt.Fprintf(stderr, "aegis wrap: %v\n", err)
-		return ExitCannotExec
+	// With nothing to decide or record and real files at both ends (the
+	// CLI), the child inherits them: the client talks to it with no relay
+	// at all, which is as transparent as an interposer can be. Otherwise
+	// wrap sits on two pipes. (os.File's methods accept a nil *File.)
+	inF, inOK := stdin.(*os.File)
+	outF, outOK := stdout.(*os.File)
+	direct := !g.enforce && g.audit == nil && inOK && outOK
+	var childStdin, childIn, childOut, childStdout *os.File
+	if direct {
+		cmd.Stdin, cmd.Stdout = inF, outF
+	} else {
+		var err error
+		if childStdin, childIn, err = pipe(); err != nil {
+			fmt.Fprintf(stderr, "aegis wrap: %v\n", err)
+			return ExitCannotExec
+		}
+		if childOut, childStdout, err = pipe(); err != nil {
+			childStdin.Close()
+			childIn.Close()
+			fmt.Fprintf(stderr, "aegis wrap: %v\n", err)
+			return ExitCannotExec
+		}
+		cmd.Stdin, cmd.Stdout = childStdin, childStdout
 	}
-	childOut, childStdout, err := pipe()
-	if err != nil {
-		childStdin.Close()
-		childIn.Close()
-		fmt.Fprintf(stderr, "aegis wrap: %v\n", err)
-		return ExitCannotExec
-	}
-	cmd.Stdin, cmd.Stdout = childStdin, childStdout
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwardedSignals...)
 	defer signal.Stop(sigs)
-	err = cmd.Start()
+	err := cmd.Start()
 	childStdin.Close() // the child's ends, now the child's alone
 	childStdout.Close()
 	if err != nil {
@@ -141,6 +152,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}()
 
+	if direct {
+		return exitCode(cmd, cmd.Wait(), stderr)
+	}
 	relayed := make(chan struct{})
 	if !g.enforce && g.audit == nil {
 		// Nothing to decide or record: plain copies in both directions
