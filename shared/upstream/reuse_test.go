@@ -1,0 +1,46 @@
+package upstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/upstream"
+)
+
+// TestConnectionsAreReused: answers read from an SSE stream leave the
+// connection reusable, so calls do not pay a TCP handshake each.
+func TestConnectionsAreReused(t *testing.T) {
+	var dials atomic.Int64
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+		MaxIdleConnsPerHost: 4,
+	}
+	c := &upstream.Client{HTTP: &http.Client{Transport: tr}, Timeout: 5 * time.Second}
+	srv := &registry.Server{Tenant: "t", Name: "s", URL: sdkServer(t, false, nil)}
+	ctx := context.Background()
+	sess, err := c.Initialize(ctx, srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := dials.Load()
+	for i := range 20 {
+		resp, _, err := c.Call(ctx, &upstream.Exchange{Server: srv, Session: sess, ID: json.RawMessage(fmt.Sprint(i + 10)),
+			Method: "tools/call", Params: json.RawMessage(`{"name":"echo","arguments":{"message":"x"}}`)})
+		if err != nil || resp.Error != nil {
+			t.Fatalf("call %d: %v %s", i, err, resp.Error)
+		}
+	}
+	if n := dials.Load() - before; n > 2 {
+		t.Fatalf("20 sequential calls opened %d connections; want them to reuse the pool (at most 2)", n)
+	}
+}
