@@ -231,7 +231,13 @@ func encodeRequest(id json.RawMessage, method string, params json.RawMessage) []
 func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *injected) (*jsonrpc.Response, http.Header, error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
-	defer cancel()
+	// handedOff: a drain goroutine owns the body and cancel (see below).
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			cancel()
+		}
+	}()
 	var wrote atomic.Bool // set on the transport's writer goroutine
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
@@ -273,7 +279,11 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 			return nil, nil, &ProtocolError{Detail: "connection failed after the request was sent"}
 		}
 	}
-	defer resp.Body.Close()
+	defer func() {
+		if !handedOff {
+			resp.Body.Close()
+		}
+	}()
 	if resp.StatusCode == http.StatusNotFound && ex.Session.ID != "" {
 		return nil, resp.Header, &SessionLost{}
 	}
@@ -298,7 +308,25 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 	if !ok {
 		return nil, resp.Header, &ProtocolError{Detail: "upstream answer is not a JSON-RPC response: " + snippet(raw)}
 	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		// The answer came before the stream's end (the server writes its
+		// last chunk a moment later). Closing now would discard the
+		// connection and cost the next call a handshake; read the rest in
+		// the background instead, bounded by size and by this call's
+		// deadline, so the connection goes back to the pool.
+		handedOff = true
+		go drain(resp.Body, cancel)
+	}
 	return &r, resp.Header, nil
+}
+
+// drainLimit bounds what is read after the answer to keep a connection.
+const drainLimit = 64 << 10
+
+func drain(body io.ReadCloser, cancel context.CancelFunc) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainLimit))
+	body.Close()
+	cancel()
 }
 
 // serverClosedIdle reports net/http's error for a pooled connection the
