@@ -41,7 +41,7 @@ var storeOpeners = map[string]func(ctx context.Context) (backend, error){
 	"memory": func(context.Context) (backend, error) {
 		m := memstore.New()
 		b := backend{Registry: m}
-		b.Backend = gateway.Backend{Registry: m, Sessions: m, Counters: m, Stops: m, Breaker: m, Idempotency: m}
+		b.Backend = gateway.Backend{Registry: m, Sessions: m, Counters: m, Stops: m, Breaker: m, Idempotency: m, InProcess: true}
 		if w, ok := any(m).(audit.Writer); ok {
 			b.Audit = w
 		}

@@ -123,7 +123,6 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	holder := newHolder()
 	now := k.o.Now()
 	var (
-		wg       sync.WaitGroup
 		probe    bool
 		ref      *refusal.Refusal
 		leased   bool
@@ -132,18 +131,13 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		// handedOff: decide registered the release with the call.
 		handedOff bool
 	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		probe, ref = k.admit(ctx, key, server, holder, now)
-	}()
+	waitAdmit := c.Async(func() { probe, ref = k.admit(ctx, key, server, holder, now) })
+	waitLease := func() {}
 	if k.o.MaxConcurrent > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		waitLease = c.Async(func() {
 			leaseOK, leaseErr = k.o.Store.AcquireLease(ctx, key, holder, k.o.MaxConcurrent, now, now.Add(k.o.LeaseTTL))
 			leased = leaseOK && leaseErr == nil
-		}()
+		})
 	}
 	release := func() {
 		bg := context.WithoutCancel(ctx)
@@ -157,7 +151,8 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		}
 	}
 	decide := func() error {
-		wg.Wait()
+		waitAdmit()
+		waitLease()
 		if leaseErr != nil {
 			k.o.Logger.WarnContext(ctx, "breaker: lease store unavailable; call let through", "key", key, "err", leaseErr)
 		}

@@ -62,10 +62,9 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 		// Releasing what the checks took (a lease, a breaker result) and
 		// writing the audit record are independent store writes: overlap
 		// them so they cost one round trip, not two.
-		done := make(chan struct{})
-		go func() { defer close(done); c.Finish(outcome) }()
+		finished := c.Async(func() { c.Finish(outcome) })
 		g.audit(ctx, c, outcome, code, word)
-		<-done
+		finished()
 	}()
 	refuse := func(err error) {
 		var ref *refusal.Refusal

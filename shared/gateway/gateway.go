@@ -41,6 +41,7 @@ type Options struct {
 	Catalog  *route.Catalog
 	Upstream *upstream.Client
 	Ledger   *idempotency.Ledger // nil: no Idempotency-Key ledger
+	Inline   bool                // stores are in process: pipeline.Call.Inline
 	Audit    audit.Writer        // nil: records go to the log only
 	Logger   *slog.Logger        // nil: slog.Default()
 	Now      func() time.Time    // nil: time.Now
@@ -261,6 +262,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		RequestedServer: ep.server,
 		IdempotencyKey:  r.Header.Get("Idempotency-Key"),
 		PolicyHash:      PolicyHashStandIn,
+		Inline:          g.o.Inline,
 	}
 	if ep.mcp {
 		c.SessionID = r.Header.Get("Mcp-Session-Id")

@@ -77,7 +77,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	e.Gateway, err = gateway.Build(gateway.Deps{
 		Settings: s,
 		Backend: gateway.Backend{Registry: e.Store, Sessions: e.Store, Audit: e.Store, Counters: e.Store,
-			Stops: e.Store, Approvals: e.Store, Breaker: e.Store, Idempotency: e.Store},
+			Stops: e.Store, Approvals: e.Store, Breaker: e.Store, Idempotency: e.Store, InProcess: true},
 		Tiers:  testTiers,
 		Logger: log,
 		Now:    e.Clock.Now,

@@ -47,6 +47,9 @@ type Backend struct {
 	// Idempotency is the Idempotency-Key ledger; nil: keys are forwarded
 	// upstream but retries are not answered from a ledger.
 	Idempotency idempotency.Store
+	// InProcess: every store above lives in this process (shared/memstore),
+	// so checks do their store work inline rather than on goroutines.
+	InProcess bool
 }
 
 // Deps is what Build needs besides the backend.
@@ -139,6 +142,7 @@ func Build(d Deps) (*Gateway, error) {
 		Catalog:  cat,
 		Upstream: up,
 		Ledger:   ledger,
+		Inline:   b.InProcess,
 		Audit:    b.Audit,
 		Logger:   d.Logger,
 		Now:      d.Now,

@@ -59,6 +59,11 @@ type Call struct {
 	IdempotencyKey string
 	PolicyHash     string // hash of the policy set in force (audit)
 
+	// Inline: every store is in this process (the embedded store), so
+	// checks run their store work at once instead of on goroutines (see
+	// Async).
+	Inline bool
+
 	done []func(Outcome)
 }
 
@@ -72,6 +77,23 @@ const (
 	Failed        Outcome = "error"
 	Indeterminate Outcome = "indeterminate"
 )
+
+// Async runs fn, a check's store work: on its own goroutine, so that the
+// store round trips of several checks overlap, or at once when c.Inline
+// (an in-process store, where a goroutine costs more than the work). The
+// returned wait blocks until fn has run.
+func (c *Call) Async(fn func()) (wait func()) {
+	if c.Inline {
+		fn()
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	return func() { <-done }
+}
 
 // OnDone registers fn to run once the call has ended (after the upstream
 // answer or a later refusal), e.g. to release a lease or record a breaker

@@ -119,3 +119,20 @@ func TestPrefetchKeepsOrderAndUndoes(t *testing.T) {
 		t.Fatalf("RunUntil started %v", started)
 	}
 }
+
+func TestAsync(t *testing.T) {
+	ran := false
+	wait := (&Call{Inline: true}).Async(func() { ran = true })
+	if !ran {
+		t.Fatal("inline Async did not run fn at once")
+	}
+	wait()
+	release := make(chan struct{})
+	var done bool
+	wait = (&Call{}).Async(func() { <-release; done = true })
+	close(release)
+	wait()
+	if !done {
+		t.Fatal("wait returned before fn finished")
+	}
+}

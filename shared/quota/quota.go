@@ -137,13 +137,9 @@ func (q *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		ok  bool
 		err error
 	)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		n, ok, err = q.meter.Incr(ctx, key, lim, end.Add(Retention))
-	}()
+	wait := c.Async(func() { n, ok, err = q.meter.Incr(ctx, key, lim, end.Add(Retention)) })
 	decide := func() error {
-		<-done
+		wait()
 		if err != nil {
 			q.log.WarnContext(ctx, "usage meter unavailable; call counted as under quota",
 				"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", err)

@@ -12,7 +12,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/pipeline"
@@ -112,16 +111,15 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	if k.perTool > 0 {
 		windows = append(windows, result{scope: ScopeTool, key: tKey, limit: k.perTool})
 	}
-	var wg sync.WaitGroup
+	waits := make([]func(), len(windows))
 	for i := range windows {
-		wg.Add(1)
-		go func(w *result) {
-			defer wg.Done()
-			_, w.ok, w.err = k.counter.Incr(ctx, w.key, w.limit, end)
-		}(&windows[i])
+		w := &windows[i]
+		waits[i] = c.Async(func() { _, w.ok, w.err = k.counter.Incr(ctx, w.key, w.limit, end) })
 	}
 	decide := func() error {
-		wg.Wait()
+		for _, wait := range waits {
+			wait()
+		}
 		retry := end.Sub(now).Milliseconds()
 		if retry < 1 {
 			retry = 1

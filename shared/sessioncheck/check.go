@@ -52,10 +52,10 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	if c.SessionID == "" {
 		r := session.Record{ID: NewID(), Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
 		c.SessionID, c.NewSession = r.ID, true
-		done := make(chan error, 1)
-		go func() { done <- k.store.Create(ctx, r) }()
+		var err error
+		wait := c.Async(func() { err = k.store.Create(ctx, r) })
 		return func() error {
-			if err := <-done; err != nil {
+			if wait(); err != nil {
 				k.log.WarnContext(ctx, "session store unavailable; new session not stored, call let through",
 					"correlation_id", c.CorrelationID, "err", err)
 			}
@@ -63,18 +63,14 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 			return nil
 		}, nil
 	}
-	type result struct {
+	var res struct {
 		r   session.Record
 		err error
 	}
-	done := make(chan result, 1)
 	tenant, id := c.Tenant.ID, c.SessionID
-	go func() {
-		r, err := k.store.Touch(ctx, tenant, id, now, k.limits)
-		done <- result{r, err}
-	}()
+	wait := c.Async(func() { res.r, res.err = k.store.Touch(ctx, tenant, id, now, k.limits) })
 	return func() error {
-		res := <-done
+		wait()
 		switch {
 		case errors.Is(res.err, store.ErrNotFound):
 			return refusal.Session()
