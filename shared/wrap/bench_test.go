@@ -3,6 +3,7 @@ package wrap
 import (
 	"bufio"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -34,33 +35,7 @@ func BenchmarkRelay(b *testing.B) {
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
-			dir := b.TempDir()
-			pol := writeFile(b, "policy.yaml", testPolicy)
-			argv := childArgv(b, "mirror", "")
-			if tc.wrap != nil {
-				w := []string{self(b), roleFlag + "wrap"}
-				for _, a := range tc.wrap {
-					switch a {
-					case "POLICY":
-						a = pol
-					case "AUDIT":
-						a = filepath.Join(dir, "audit.jsonl")
-					}
-					w = append(w, a)
-				}
-				argv = append(append(w, "--"), argv...)
-			}
-			// Blocking pipes on the client side too, so that the client's
-			// own wake-ups cost the same with and without wrap.
-			cmd := exec.Command(argv[0], argv[1:]...)
-			childIn, in, _ := pipe()
-			outp, childOut, _ := pipe()
-			cmd.Stdin, cmd.Stdout = childIn, childOut
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			childIn.Close()
-			childOut.Close()
+			cmd, in, outp := startMirror(b, tc.wrap)
 			defer outp.Close()
 			r := bufio.NewReader(outp)
 			roundTrip := func() {
@@ -100,31 +75,7 @@ func BenchmarkStream(b *testing.B) {
 		{"wrap-policy-audit", []string{"--policy", "POLICY", "--audit", "AUDIT"}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			dir := b.TempDir()
-			pol := writeFile(b, "policy.yaml", testPolicy)
-			argv := childArgv(b, "mirror", "")
-			if tc.wrap != nil {
-				w := []string{self(b), roleFlag + "wrap"}
-				for _, a := range tc.wrap {
-					switch a {
-					case "POLICY":
-						a = pol
-					case "AUDIT":
-						a = filepath.Join(dir, "audit.jsonl")
-					}
-					w = append(w, a)
-				}
-				argv = append(append(w, "--"), argv...)
-			}
-			cmd := exec.Command(argv[0], argv[1:]...)
-			childIn, in, _ := pipe()
-			outp, childOut, _ := pipe()
-			cmd.Stdin, cmd.Stdout = childIn, childOut
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			childIn.Close()
-			childOut.Close()
+			cmd, in, outp := startMirror(b, tc.wrap)
 			defer outp.Close()
 			n := b.N
 			b.ResetTimer()
@@ -165,4 +116,38 @@ func BenchmarkDecide(b *testing.B) {
 			}
 		})
 	}
+}
+
+// startMirror starts the mirror child, through wrap with the given flags
+// unless wrapFlags is nil ("POLICY" and "AUDIT" stand for a test policy and
+// a fresh audit file). The client's ends are blocking pipes too, so that
+// the client's own wake-ups cost the same with and without wrap.
+func startMirror(b *testing.B, wrapFlags []string) (cmd *exec.Cmd, in, out *os.File) {
+	b.Helper()
+	argv := childArgv(b, "mirror", "")
+	if wrapFlags != nil {
+		pol := writeFile(b, "policy.yaml", testPolicy)
+		audit := filepath.Join(b.TempDir(), "audit.jsonl")
+		w := []string{self(b), roleFlag + "wrap"}
+		for _, a := range wrapFlags {
+			switch a {
+			case "POLICY":
+				a = pol
+			case "AUDIT":
+				a = audit
+			}
+			w = append(w, a)
+		}
+		argv = append(append(w, "--"), argv...)
+	}
+	cmd = exec.Command(argv[0], argv[1:]...)
+	childIn, in, _ := pipe()
+	out, childOut, _ := pipe()
+	cmd.Stdin, cmd.Stdout = childIn, childOut
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	childIn.Close()
+	childOut.Close()
+	return cmd, in, out
 }
