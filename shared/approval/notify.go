@@ -144,6 +144,22 @@ func webhookClient(local bool) *http.Client {
 	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
+// deliveryTimeout bounds one notification when its sender sets none.
+const deliveryTimeout = 3 * time.Second
+
+// delivery is one notification's deadline and timestamp: timeout (0 =
+// deliveryTimeout) from now, and now by clock (nil = time.Now).
+func delivery(ctx context.Context, clock func() time.Time, timeout time.Duration) (context.Context, context.CancelFunc, time.Time) {
+	if clock == nil {
+		clock = time.Now
+	}
+	if timeout <= 0 {
+		timeout = deliveryTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	return ctx, cancel, clock()
+}
+
 // Notify implements Notifier.
 func (w *Webhook) Notify(ctx context.Context, e Event) {
 	if e.Tenant.WebhookURL == "" {
@@ -160,17 +176,8 @@ func (w *Webhook) Notify(ctx context.Context, e Event) {
 }
 
 func (w *Webhook) send(ctx context.Context, e Event) error {
-	now := time.Now
-	if w.Now != nil {
-		now = w.Now
-	}
-	timeout := w.Timeout
-	if timeout <= 0 {
-		timeout = 3 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel, t := delivery(ctx, w.Now, w.Timeout)
 	defer cancel()
-	t := now()
 	body := Body(e, t)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.Tenant.WebhookURL, bytes.NewReader(body))
 	if err != nil {
@@ -224,20 +231,12 @@ type SNS struct {
 
 // Notify implements Notifier.
 func (s *SNS) Notify(ctx context.Context, e Event) {
-	now := time.Now
-	if s.Now != nil {
-		now = s.Now
-	}
-	timeout := s.Timeout
-	if timeout <= 0 {
-		timeout = 3 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel, t := delivery(ctx, s.Now, s.Timeout)
 	defer cancel()
 	_, err := s.Client.Publish(ctx, &sns.PublishInput{
 		TopicArn: aws.String(s.TopicARN),
 		Subject:  aws.String(fmt.Sprintf("aegis: approval required for %s on %s", e.Approval.Tool, e.Approval.Server)),
-		Message:  aws.String(string(Body(e, now()))),
+		Message:  aws.String(string(Body(e, t))),
 		MessageAttributes: map[string]snstypes.MessageAttributeValue{
 			"event":  {DataType: aws.String("String"), StringValue: aws.String(e.Type)},
 			"tenant": {DataType: aws.String("String"), StringValue: aws.String(e.Approval.Tenant)},
