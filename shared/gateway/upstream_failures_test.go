@@ -104,10 +104,7 @@ func TestUpstreamSSEAnswer(t *testing.T) {
 	// Progress notifications on the way are dropped; the final response
 	// comes back as JSON.
 	up := startRaw(t, func(w http.ResponseWriter, _ *http.Request, body []byte) {
-		var msg struct {
-			ID json.RawMessage `json:"id"`
-		}
-		_ = json.Unmarshal(body, &msg)
+		msg := requestOf(body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n")
 		_, _ = io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"id\":"+string(msg.ID)+",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}}\n\n")
@@ -209,10 +206,7 @@ func TestUpstreamRetriesSetting(t *testing.T) {
 
 func TestUpstreamJSONRPCErrorPassesThrough(t *testing.T) {
 	up := startRaw(t, func(w http.ResponseWriter, _ *http.Request, body []byte) {
-		var msg struct {
-			ID json.RawMessage `json:"id"`
-		}
-		_ = json.Unmarshal(body, &msg)
+		msg := requestOf(body)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(msg.ID)+`,"error":{"code":-31999,"message":"tool exploded","data":{"why":"upstream reasons"}}}`)
 	})
@@ -241,10 +235,7 @@ func TestCredentialInjectedAndScrubbed(t *testing.T) {
 	var mode string
 	var mu sync.Mutex
 	up := startRaw(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
-		var msg struct {
-			ID json.RawMessage `json:"id"`
-		}
-		_ = json.Unmarshal(body, &msg)
+		msg := requestOf(body)
 		echo := r.Header.Get("X-Upstream-Key") // the injected credential, echoed back in every form
 		all := []string{echo, url.QueryEscape(echo), url.PathEscape(echo),
 			base64.StdEncoding.EncodeToString([]byte(echo)), base64.URLEncoding.EncodeToString([]byte(echo)),

@@ -44,6 +44,14 @@ type rawUpstream struct {
 	bodies [][]byte
 }
 
+// requestOf reads the id of a JSON-RPC request a test upstream received.
+func requestOf(body []byte) (msg struct {
+	ID json.RawMessage `json:"id"`
+}) {
+	_ = json.Unmarshal(body, &msg)
+	return msg
+}
+
 func startRaw(t *testing.T, onCall func(w http.ResponseWriter, r *http.Request, body []byte)) *rawUpstream {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
