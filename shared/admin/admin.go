@@ -108,7 +108,7 @@ func NewKey() string {
 // ServeHTTP implements http.Handler: authenticate, then route.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	corr := correlation.ID(r.Header.Get("traceparent"))
-	w.Header().Set("X-Correlation-ID", corr)
+	w.Header().Set(correlation.Header, corr)
 	principal, fail := h.authenticate(r)
 	if fail != "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="aegis-admin"`)

@@ -79,7 +79,7 @@ func New(o Options) *Gateway {
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	corr := correlation.ID(r.Header.Get("traceparent"))
-	w.Header().Set("X-Correlation-ID", corr)
+	w.Header().Set(correlation.Header, corr)
 	path := r.URL.Path
 	ctx := telemetry.WithCorrelationID(r.Context(), corr)
 	if g.o.Tracer != nil {

@@ -110,12 +110,6 @@ var byWord = func() map[Word]Entry {
 	return m
 }()
 
-// Lookup returns the table entry for a word.
-func Lookup(w Word) (Entry, bool) {
-	e, ok := byWord[w]
-	return e, ok
-}
-
 // Layer names the boundary that authored a refusal.
 type Layer string
 
