@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -216,7 +217,7 @@ func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call
 }
 
 // upstreamRefusal maps an upstream failure to the seed's contract.
-func upstreamRefusal(err error, timeout interface{ Seconds() float64 }) (*refusal.Refusal, pipeline.Outcome) {
+func upstreamRefusal(err error, timeout time.Duration) (*refusal.Refusal, pipeline.Outcome) {
 	var te *upstream.TimeoutError
 	if errors.As(err, &te) {
 		return refusal.Timeout(int(timeout.Seconds())), pipeline.Indeterminate
