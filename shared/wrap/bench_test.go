@@ -11,7 +11,8 @@ import (
 
 // Per-message latency, measured as a round trip through the mirror child:
 // the client writes one line and reads its echo. "direct" talks to the
-// child; the others go through wrap (a separate process, as in real use).
+// child; the others go through wrap (a separate process, as in real use),
+// or, as the baseline, through a bare relay process that only copies bytes.
 // Wrap's overhead per relayed message is (wrapped − direct) / 2: each round
 // trip crosses wrap twice. docs/perf/wrap.md has the figures.
 func BenchmarkRelay(b *testing.B) {
@@ -25,6 +26,7 @@ func BenchmarkRelay(b *testing.B) {
 		reply string
 	}{
 		{"direct/message", nil, ping, ping},
+		{"bare-relay/message", []string{"BARE"}, ping, ping},
 		{"wrap-default/message", []string{}, ping, ping},
 		{"wrap-policy-audit/message", []string{"--policy", "POLICY", "--audit", "AUDIT"}, ping, ping},
 		{"direct/tools-call", nil, call, call},
@@ -71,12 +73,20 @@ func BenchmarkStream(b *testing.B) {
 		wrap []string
 	}{
 		{"direct", nil},
+		{"bare-relay", []string{"BARE"}},
 		{"wrap-default", []string{}},
 		{"wrap-policy-audit", []string{"--policy", "POLICY", "--audit", "AUDIT"}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			cmd, in, outp := startMirror(b, tc.wrap)
 			defer outp.Close()
+			// One round trip first, so that starting the processes is not timed.
+			if _, err := in.Write(ping); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.ReadFull(outp, make([]byte, len(ping))); err != nil {
+				b.Fatal(err)
+			}
 			n := b.N
 			b.ResetTimer()
 			go func() {
@@ -120,7 +130,7 @@ func BenchmarkDecide(b *testing.B) {
 
 // startMirror starts the mirror child, through wrap with the given flags
 // unless wrapFlags is nil ("POLICY" and "AUDIT" stand for a test policy and
-// a fresh audit file). The client's ends are blocking pipes too, so that
+// a fresh audit file; a leading "BARE" puts the bare relay in wrap's place). The client's ends are blocking pipes too, so that
 // the client's own wake-ups cost the same with and without wrap.
 func startMirror(b *testing.B, wrapFlags []string) (cmd *exec.Cmd, in, out *os.File) {
 	b.Helper()
@@ -128,7 +138,11 @@ func startMirror(b *testing.B, wrapFlags []string) (cmd *exec.Cmd, in, out *os.F
 	if wrapFlags != nil {
 		pol := writeFile(b, "policy.yaml", testPolicy)
 		audit := filepath.Join(b.TempDir(), "audit.jsonl")
-		w := []string{self(b), roleFlag + "wrap"}
+		role := "wrap"
+		if len(wrapFlags) > 0 && wrapFlags[0] == "BARE" {
+			role, wrapFlags = "bare-relay", wrapFlags[1:]
+		}
+		w := []string{self(b), roleFlag + role}
 		for _, a := range wrapFlags {
 			switch a {
 			case "POLICY":

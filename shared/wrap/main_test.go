@@ -37,6 +37,11 @@ func runRole(role string, args []string) int {
 	switch role {
 	case "wrap":
 		return Run(args, os.Stdin, os.Stdout, os.Stderr)
+	case "bare-relay":
+		// A bare relay for the benchmarks' baseline: wrap with nothing to
+		// decide, made to relay (streams that are not files), so it is two
+		// goroutines copying bytes and nothing else.
+		return Run(args, struct{ io.Reader }{os.Stdin}, struct{ io.Writer }{os.Stdout}, os.Stderr)
 	case "mirror":
 		return mirror(args)
 	case "mcpserver":
