@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -42,10 +43,12 @@ func init() {
 
 // cli is one invocation: common flags and the client.
 type cli struct {
-	fs   *flag.FlagSet
-	url  *string
-	json *bool
-	args []string // positional arguments
+	fs     *flag.FlagSet
+	url    *string
+	json   *bool
+	sigv4  *bool
+	region *string
+	args   []string // positional arguments
 }
 
 func newCLI(name string) *cli {
@@ -53,7 +56,9 @@ func newCLI(name string) *cli {
 	fs.SetOutput(cliErr)
 	return &cli{fs: fs,
 		url:  fs.String("url", defaultAdminURL, "gateway base URL"),
-		json: fs.Bool("json", false, "print JSON instead of a table"),
+		json:   fs.Bool("json", false, "print JSON instead of a table"),
+		sigv4:  fs.Bool("sigv4", false, "sign with AWS credentials (IAM auth) instead of "+envAdminKey+"; automatic for execute-api URLs"),
+		region: fs.String("region", "", "AWS region for --sigv4 (default: from the URL, then AWS_REGION or the profile)"),
 	}
 }
 
@@ -91,26 +96,38 @@ func (e *apiError) Error() string {
 }
 
 // do sends one request; out receives the decoded answer and raw its bytes.
+// The request carries either the bearer admin key (aegis serve) or a SigV4
+// signature (the deployed stack's IAM-authorized routes), never both.
 func (c *cli) do(method, path string, body any, out any) ([]byte, error) {
-	key := os.Getenv(envAdminKey)
-	if key == "" {
-		return nil, errors.New(envAdminKey + " is not set: export the gateway's admin key")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sig, err := newSigner(ctx, *c.url, *c.sigv4, *c.region)
+	if err != nil {
+		return nil, err
 	}
-	var rd io.Reader
+	key := os.Getenv(envAdminKey)
+	if sig == nil && key == "" {
+		return nil, errors.New(envAdminKey + " is not set: export the gateway's admin key (or pass --sigv4 for a deployed stack)")
+	}
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		if b, err = json.Marshal(body); err != nil {
 			return nil, err
 		}
-		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, strings.TrimRight(*c.url, "/")+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(*c.url, "/")+path, bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("--url: %w", err)
 	}
-	req.Header.Set("Authorization", "Bearer "+key)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if sig != nil {
+		if err := sig.sign(ctx, req, b); err != nil {
+			return nil, err
+		}
+	} else {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	client := &http.Client{Timeout: 30 * time.Second}
 	resp, err := client.Do(req)
