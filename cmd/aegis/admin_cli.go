@@ -55,7 +55,7 @@ func newCLI(name string) *cli {
 	fs := flag.NewFlagSet("aegis admin "+name, flag.ContinueOnError)
 	fs.SetOutput(cliErr)
 	return &cli{fs: fs,
-		url:  fs.String("url", defaultAdminURL, "gateway base URL"),
+		url:    fs.String("url", defaultAdminURL, "gateway base URL"),
 		json:   fs.Bool("json", false, "print JSON instead of a table"),
 		sigv4:  fs.Bool("sigv4", false, "sign with AWS credentials (IAM auth) instead of "+envAdminKey+"; automatic for execute-api URLs"),
 		region: fs.String("region", "", "AWS region for --sigv4 (default: from the URL, then AWS_REGION or the profile)"),

@@ -290,10 +290,10 @@ func TestExecuteAPIRegion(t *testing.T) {
 		"https://a1b2c3d4e5.execute-api.eu-central-1.amazonaws.com/admin": "eu-central-1",
 		"https://a1b2c3d4e5.execute-api.cn-north-1.amazonaws.com.cn":      "cn-north-1",
 		"https://A1B2.EXECUTE-API.AP-SOUTH-1.AMAZONAWS.COM":               "ap-south-1",
-		"http://127.0.0.1:8080":                                           "",
-		"https://gateway.example.com":                                     "",
-		"https://execute-api.us-east-1.amazonaws.com.evil.example":        "",
-		"https://x.execute-api.us-east-1.amazonaws.com.evil.example":      "",
+		"http://127.0.0.1:8080":                                      "",
+		"https://gateway.example.com":                                "",
+		"https://execute-api.us-east-1.amazonaws.com.evil.example":   "",
+		"https://x.execute-api.us-east-1.amazonaws.com.evil.example": "",
 	} {
 		u, _ := url.Parse(raw)
 		got, ok := executeAPIRegion(u)
