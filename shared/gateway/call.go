@@ -218,8 +218,7 @@ func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call
 
 // upstreamRefusal maps an upstream failure to the seed's contract.
 func upstreamRefusal(err error, timeout time.Duration) (*refusal.Refusal, pipeline.Outcome) {
-	var te *upstream.TimeoutError
-	if errors.As(err, &te) {
+	if upstream.CallSent(err) {
 		return refusal.Timeout(int(timeout.Seconds())), pipeline.Indeterminate
 	}
 	return refusal.Upstream(err.Error()), pipeline.Failed

@@ -85,6 +85,47 @@ func TestUpstreamHangs(t *testing.T) {
 	}
 }
 
+// A timeout while opening the upstream session is not -32064: the call
+// was never sent, so it did not execute. It is -32000, outcome error.
+func TestUpstreamInitializeTimesOut(t *testing.T) {
+	up := startRaw(t, okCall("ok"))
+	e := newUpEnv(t, up.URL, upOpts{})
+	if r := e.invoke(t, "work", `{}`); r.code() != 0 { // the catalog is listed
+		t.Fatalf("first call: %s", r.Raw)
+	}
+	up.initDelay.Store(int64(3 * time.Second))
+	// No session header: a new gateway session, so a new upstream session.
+	checkUpstreamError(t, e, e.invoke(t, "work", `{}`), "did not respond within 1s to initialize")
+	if n := up.calls.Load(); n != 1 {
+		t.Errorf("upstream saw %d tools/call; want 1 (the second was never sent)", n)
+	}
+}
+
+// UPSTREAM_TIMEOUT_SECS bounds the whole call, set-up included: an
+// initialize and a call that each fit in the timeout but not together end
+// in -32064, so a slow upstream cannot stretch a call past the function
+// timeout sized for it.
+func TestUpstreamOneBudgetPerCall(t *testing.T) {
+	slow := okCall("ok")
+	up := startRaw(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		select {
+		case <-time.After(600 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+		slow(w, r, body)
+	})
+	e := newUpEnv(t, up.URL, upOpts{})
+	if r := e.invoke(t, "work", `{}`); r.code() != 0 { // 0.6 s alone fits in 1 s
+		t.Fatalf("first call: %s", r.Raw)
+	}
+	up.initDelay.Store(int64(600 * time.Millisecond))
+	checkTimeout(t, e, e.invoke(t, "work", `{}`))
+	if n := up.calls.Load(); n != 2 {
+		t.Errorf("upstream saw %d tools/call; want 2", n)
+	}
+}
+
 func TestUpstreamSSENeverFinishes(t *testing.T) {
 	up := startRaw(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -38,7 +38,9 @@ type rawUpstream struct {
 	srv    *http.Server
 	ln     net.Listener
 	calls  atomic.Int64
-	mu     sync.Mutex
+	// initDelay (nanoseconds) holds every initialize answer back that long.
+	initDelay atomic.Int64
+	mu        sync.Mutex
 	onCall func(w http.ResponseWriter, r *http.Request, body []byte)
 	seen   []http.Header // headers of each tools/call
 	bodies [][]byte
@@ -92,6 +94,13 @@ func (u *rawUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(msg.ID)+`,"error":{"code":-32601,"message":"Method not found"}}`)
 	case "initialize":
+		if d := time.Duration(u.initDelay.Load()); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
 		w.Header().Set("Mcp-Session-Id", "raw-session")
 		answer(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}`)
 	case "notifications/initialized":

@@ -175,6 +175,7 @@ type lister struct{ up *upstream.Client }
 const maxPages = 20
 
 func (l lister) ListTools(ctx context.Context, srv *registry.Server) ([]route.Tool, error) {
+	ctx = l.up.WithBudget(ctx) // one UPSTREAM_TIMEOUT_SECS for every page
 	sess, err := l.up.Initialize(ctx, srv)
 	if err != nil {
 		return nil, err

@@ -76,7 +76,12 @@ type (
 	// ConnError: the request never left (dial failed); retried.
 	ConnError struct{ Err error }
 	// TimeoutError: the request was sent and no answer came in time.
-	TimeoutError struct{ After time.Duration }
+	// During names the set-up step that timed out ("initialize") when the
+	// call itself was never sent; empty when the call was.
+	TimeoutError struct {
+		After  time.Duration
+		During string
+	}
 	// HTTPError: the upstream answered with a non-2xx status.
 	HTTPError struct {
 		Status int
@@ -97,7 +102,33 @@ type (
 func (e *ConnError) Error() string { return "could not connect: " + e.Err.Error() }
 func (e *ConnError) Unwrap() error { return e.Err }
 func (e *TimeoutError) Error() string {
+	if e.During != "" {
+		return fmt.Sprintf("upstream did not respond within %v to %s", e.After, e.During)
+	}
 	return fmt.Sprintf("upstream did not respond within %v", e.After)
+}
+
+// CallSent reports whether err is a timeout of the call itself: the
+// request reached the upstream and may have executed (-32064). A timeout
+// while setting up the session is not one: the call was never sent.
+func CallSent(err error) bool {
+	var te *TimeoutError
+	return errors.As(err, &te) && te.During == ""
+}
+
+// budgetKey carries the deadline of a whole exchange (see WithBudget).
+type budgetKey struct{}
+
+// WithBudget gives everything sent under the returned context one deadline,
+// Timeout from now: discovery, initialize, a re-initialize and the call
+// itself share UPSTREAM_TIMEOUT_SECS instead of each having their own, so a
+// slow upstream cannot stretch a call past the function timeout that was
+// sized for it. An existing budget is kept.
+func (c *Client) WithBudget(ctx context.Context) context.Context {
+	if _, ok := ctx.Value(budgetKey{}).(time.Time); ok {
+		return ctx
+	}
+	return context.WithValue(ctx, budgetKey{}, time.Now().Add(c.Timeout))
 }
 func (e *HTTPError) Error() string {
 	return fmt.Sprintf("upstream answered HTTP %d %s", e.Status, e.Body)
@@ -230,7 +261,11 @@ func encodeRequest(id json.RawMessage, method string, params json.RawMessage) []
 
 func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *injected) (*jsonrpc.Response, http.Header, error) {
 	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	deadline := time.Now().Add(c.Timeout)
+	if b, ok := ctx.Value(budgetKey{}).(time.Time); ok && b.Before(deadline) {
+		deadline = b
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	// handedOff: a drain goroutine owns the body and cancel (see below).
 	handedOff := false
 	defer func() {
@@ -407,6 +442,7 @@ func (c *Client) name() string {
 // so the caller can store it when it changed. Observe, when set, is told
 // the outcome.
 func (c *Client) Call(ctx context.Context, ex *Exchange) (*jsonrpc.Response, Session, error) {
+	ctx = c.WithBudget(ctx)
 	resp, s, err := c.call(ctx, ex)
 	if c.Observe != nil && ctx.Err() == nil {
 		c.Observe(ex.Server, err)
@@ -418,7 +454,7 @@ func (c *Client) call(ctx context.Context, ex *Exchange) (*jsonrpc.Response, Ses
 	if ex.Session.Protocol == "" {
 		s, err := c.Initialize(ctx, ex.Server)
 		if err != nil {
-			return nil, Session{}, err
+			return nil, Session{}, setup(err)
 		}
 		ex.Session = s
 	}
@@ -427,10 +463,19 @@ func (c *Client) call(ctx context.Context, ex *Exchange) (*jsonrpc.Response, Ses
 	if errors.As(err, &lost) {
 		s, ierr := c.Initialize(ctx, ex.Server)
 		if ierr != nil {
-			return nil, Session{}, ierr
+			return nil, Session{}, setup(ierr)
 		}
 		ex.Session = s
 		resp, _, err = c.Send(ctx, ex)
 	}
 	return resp, ex.Session, err
+}
+
+// setup marks a timeout of the session set-up: the call was not sent.
+func setup(err error) error {
+	var te *TimeoutError
+	if errors.As(err, &te) {
+		te.During = "initialize"
+	}
+	return err
 }
