@@ -34,16 +34,16 @@ import (
 // legacy server (JSON-RPC error), initialize, notifications and tools/list
 // correctly, and hands tools/call to onCall.
 type rawUpstream struct {
-	URL    string
-	srv    *http.Server
-	ln     net.Listener
-	calls  atomic.Int64
+	URL   string
+	srv   *http.Server
+	ln    net.Listener
+	calls atomic.Int64
 	// initDelay (nanoseconds) holds every initialize answer back that long.
 	initDelay atomic.Int64
 	mu        sync.Mutex
-	onCall func(w http.ResponseWriter, r *http.Request, body []byte)
-	seen   []http.Header // headers of each tools/call
-	bodies [][]byte
+	onCall    func(w http.ResponseWriter, r *http.Request, body []byte)
+	seen      []http.Header // headers of each tools/call
+	bodies    [][]byte
 }
 
 // requestOf reads the id of a JSON-RPC request a test upstream received.
