@@ -122,6 +122,12 @@ type Store interface {
 	// slot's current approval, approved, and not expired at now. Otherwise
 	// it returns store.ErrConflict: of two racing Consumes exactly one wins.
 	ConsumeApproval(ctx context.Context, a Approval, now time.Time) (Approval, error)
+	// ReleaseApproval gives back a, which ConsumeApproval returned, when the
+	// call that used it was refused before it was sent (an open circuit, an
+	// idempotency conflict): consumed becomes approved again, iff a is still
+	// the slot's current approval, consumed, and not expired at now.
+	// Otherwise store.ErrConflict.
+	ReleaseApproval(ctx context.Context, a Approval, now time.Time) (Approval, error)
 	// DecideApproval approves or denies the pending approval id. store.ErrNotFound
 	// for an id never issued; store.ErrConflict (with the approval as it is)
 	// when it is already decided, consumed, expired at now, or superseded by

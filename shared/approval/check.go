@@ -110,6 +110,7 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 			switch {
 			case err == nil:
 				k.record(ctx, c, used, EventConsumed, "")
+				c.OnDone(func(o pipeline.Outcome) { k.giveBack(ctx, c, used, o) })
 				return nil
 			case errors.Is(err, store.ErrConflict):
 				// Another call used it up (or it just expired): hold this one afresh.
@@ -124,12 +125,33 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	return unavailable(errors.New("approval kept being used up by racing calls"))
 }
 
+// giveBack returns a used approval when a check after this one, or the
+// idempotency ledger, refused the call: it was never sent, so it must not
+// cost the approver's decision. Calls that reached the upstream (answered,
+// failed or timed out) keep it used: they may have run.
+func (k *Check) giveBack(ctx context.Context, c *pipeline.Call, used Approval, o pipeline.Outcome) {
+	if o != pipeline.Refused {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	back, err := k.st.ReleaseApproval(ctx, used, k.o.Now())
+	if err != nil {
+		// Expired meanwhile, or the store is away: the call is held afresh
+		// next time, which is the safe side.
+		k.o.Logger.WarnContext(ctx, "approval not given back after a refusal",
+			"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "approval_id", used.ID, "err", err)
+		return
+	}
+	k.record(ctx, c, back, EventReleased, "")
+}
+
 // Event types of notifications and audit records.
 const (
 	EventHeld     = "approval.held"
 	EventApproved = "approval.approved"
 	EventDenied   = "approval.denied"
 	EventConsumed = "approval.consumed"
+	EventReleased = "approval.released" // given back: the call was refused after consuming it
 )
 
 // Record is the audit record of an approval event: method "approval.held",

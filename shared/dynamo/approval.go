@@ -137,6 +137,17 @@ func (s *Store) ConsumeApproval(ctx context.Context, a approval.Approval, now ti
 	return next, nil
 }
 
+// ReleaseApproval implements approval.Store: one conditional UpdateItem,
+// consumed back to approved.
+func (s *Store) ReleaseApproval(ctx context.Context, a approval.Approval, now time.Time) (approval.Approval, error) {
+	next := a
+	next.Status, next.ConsumedAt = approval.Approved, time.Time{}
+	if err := s.updateSlot(ctx, "ReleaseApproval", a, next, approval.Consumed, now); err != nil {
+		return approval.Approval{}, err
+	}
+	return next, nil
+}
+
 // locate finds the slot item of id through its index item.
 func (s *Store) locate(ctx context.Context, op, id string) (approval.Approval, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{

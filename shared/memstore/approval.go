@@ -73,6 +73,24 @@ func (s *Store) ConsumeApproval(_ context.Context, ap approval.Approval, now tim
 	return clone(cur), nil
 }
 
+// ReleaseApproval implements approval.Store.
+func (s *Store) ReleaseApproval(_ context.Context, ap approval.Approval, now time.Time) (approval.Approval, error) {
+	a := &s.approvals
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.failed != nil {
+		return approval.Approval{}, a.failed
+	}
+	a.init()
+	cur, ok := a.slots[ap.Slot()]
+	if !ok || cur.ID != ap.ID || cur.Status != approval.Consumed || !now.Before(cur.Expires) {
+		return approval.Approval{}, store.ErrConflict
+	}
+	cur.Status, cur.ConsumedAt = approval.Approved, time.Time{}
+	a.slots[ap.Slot()] = cur
+	return clone(cur), nil
+}
+
 // DecideApproval implements approval.Store.
 func (s *Store) DecideApproval(_ context.Context, id string, d approval.Decision, now time.Time) (approval.Approval, error) {
 	a := &s.approvals

@@ -19,6 +19,7 @@ func RunApprovals(t *testing.T, nb NewApprovalStore) {
 	t.Run("hold", func(t *testing.T) { testApprovalHold(t, nb(t)) })
 	t.Run("decide", func(t *testing.T) { testApprovalDecide(t, nb(t)) })
 	t.Run("consume", func(t *testing.T) { testApprovalConsume(t, nb(t)) })
+	t.Run("release", func(t *testing.T) { testApprovalRelease(t, nb(t)) })
 	t.Run("expiry", func(t *testing.T) { testApprovalExpiry(t, nb(t)) })
 	t.Run("races", func(t *testing.T) { testApprovalRaces(t, nb(t)) })
 	t.Run("list", func(t *testing.T) { testApprovalList(t, nb(t)) })
@@ -157,6 +158,58 @@ func testApprovalConsume(t *testing.T, s approval.Store) {
 	}
 	if _, err := s.ConsumeApproval(ctx(t), a, at); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("ConsumeApproval(superseded) = %v, want ErrConflict", err)
+	}
+}
+
+func testApprovalRelease(t *testing.T, s approval.Store) {
+	c := cand("acme", "agent-1", "transfer", "h1", t0)
+	hold(t, s, c, t0)
+	if _, err := s.DecideApproval(ctx(t), c.ID, approval.Decision{Status: approval.Approved, By: "alice"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := hold(t, s, cand("acme", "agent-1", "transfer", "h1", t0), t0)
+	if _, err := s.ReleaseApproval(ctx(t), a, t0); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ReleaseApproval(not consumed) = %v, want ErrConflict", err)
+	}
+	at := t0.Add(time.Minute)
+	used, err := s.ConsumeApproval(ctx(t), a, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := s.ReleaseApproval(ctx(t), used, at)
+	if err != nil || back.Status != approval.Approved || !back.ConsumedAt.IsZero() || back.ID != c.ID {
+		t.Fatalf("ReleaseApproval = %+v, %v; want %s approved again", back, err, c.ID)
+	}
+	// The next identical call finds it approved, and can use it once.
+	cur, created := hold(t, s, cand("acme", "agent-1", "transfer", "h1", at), at)
+	if created || cur.ID != c.ID || cur.Status != approval.Approved || cur.DecidedBy != "alice" {
+		t.Fatalf("hold after release = %+v created=%v; want the same approval, approved by alice", cur, created)
+	}
+	if _, err := s.ReleaseApproval(ctx(t), used, at); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second ReleaseApproval = %v, want ErrConflict", err)
+	}
+	again, err := s.ConsumeApproval(ctx(t), cur, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Superseded by a new hold: no longer the slot's approval, nothing to give back.
+	hold(t, s, cand("acme", "agent-1", "transfer", "h1", at), at)
+	if _, err := s.ReleaseApproval(ctx(t), again, at); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ReleaseApproval(superseded) = %v, want ErrConflict", err)
+	}
+	// Expired: cannot come back.
+	e := cand("acme", "agent-1", "transfer", "h2", t0)
+	hold(t, s, e, t0)
+	if _, err := s.DecideApproval(ctx(t), e.ID, approval.Decision{Status: approval.Approved, By: "alice"}, t0); err != nil {
+		t.Fatal(err)
+	}
+	ea, _ := hold(t, s, cand("acme", "agent-1", "transfer", "h2", t0), t0)
+	eu, err := s.ConsumeApproval(ctx(t), ea, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ReleaseApproval(ctx(t), eu, t0.Add(approvalTTL)); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("ReleaseApproval(expired) = %v, want ErrConflict", err)
 	}
 }
 
