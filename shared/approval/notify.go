@@ -13,7 +13,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -171,17 +173,18 @@ func (w *Webhook) Notify(ctx context.Context, e Event) {
 	}
 	if err := w.send(ctx, e); err != nil {
 		log.WarnContext(ctx, "approval webhook failed; the approval stays listed in GET /admin/v1/approvals",
-			"tenant", e.Tenant.ID, "approval_id", e.Approval.ID, "err", err)
+			"tenant", e.Tenant.ID, "approval_id", e.Approval.ID, "webhook", webhookOrigin(e.Tenant.WebhookURL), "err", err)
 	}
 }
 
+// send delivers e. Its errors never carry the webhook URL (see scrub).
 func (w *Webhook) send(ctx context.Context, e Event) error {
 	ctx, cancel, t := delivery(ctx, w.Now, w.Timeout)
 	defer cancel()
 	body := Body(e, t)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.Tenant.WebhookURL, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return scrub(err, e.Tenant.WebhookURL)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "aegis-approvals/1")
@@ -204,7 +207,7 @@ func (w *Webhook) send(ctx context.Context, e Event) error {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return scrub(err, e.Tenant.WebhookURL)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -212,6 +215,56 @@ func (w *Webhook) send(ctx context.Context, e Event) error {
 		return fmt.Errorf("webhook answered HTTP %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// webhookOrigin is what logs may say of a webhook URL: its scheme and host.
+// The rest can be a credential (Slack-style URLs carry their secret in the
+// path; others in the query or the user info).
+func webhookOrigin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "[unparsable URL]"
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// scrubbedError is an error whose text has had a webhook URL taken out. It
+// unwraps to the cause, so errors.Is (context.DeadlineExceeded, ...) works.
+type scrubbedError struct {
+	text  string
+	cause error
+}
+
+func (e *scrubbedError) Error() string { return e.text }
+func (e *scrubbedError) Unwrap() error { return e.cause }
+
+// scrub returns err without rawURL in it: a *url.Error (which quotes the
+// whole URL) is replaced by its operation and cause, and any part of the
+// URL that could be secret (the URL, its user info, path, query and
+// fragment) still left in the text is replaced by "[redacted]".
+func scrub(err error, rawURL string) error {
+	cause, text := err, err.Error()
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		cause, text = ue.Err, ue.Op+": "+ue.Err.Error()
+	}
+	parts := []string{rawURL, strings.Trim(strconv.Quote(rawURL), `"`)}
+	if u, perr := url.Parse(rawURL); perr == nil {
+		if u.User != nil {
+			parts = append(parts, u.User.String())
+		}
+		for _, p := range []string{u.EscapedPath(), u.Path, u.RawQuery, u.Fragment} {
+			if len(strings.Trim(p, "/")) > 0 {
+				parts = append(parts, p)
+			}
+		}
+	}
+	for _, p := range parts {
+		if p != "" {
+			text = strings.ReplaceAll(text, p, "[redacted]")
+		}
+	}
+	return &scrubbedError{text: text, cause: cause}
 }
 
 // Publisher is the part of the SNS client SNS uses (*sns.Client has it).
