@@ -303,9 +303,14 @@ func TestRefusedCallsCountNothing(t *testing.T) {
 			t.Fatalf("unknown session: %s", r.Raw)
 		}
 	}
-	r := e.post(t, "/v1/invoke", e.KeyA, call("101", "echo", `{"message":"x"}`))
+	// A session minted by tools/list (a call sent without a session counts
+	// in its API key's window, not in the session it mints).
+	r := e.post(t, "/v1/invoke", e.KeyA, `{"jsonrpc":"2.0","id":"l","method":"tools/list"}`)
 	sid := r.Header.Get("X-Session-ID")
-	if r.code() != 0 {
+	if r.code() != 0 || sid == "" {
+		t.Fatalf("tools/list: %s", r.Raw)
+	}
+	if r := e.post(t, "/v1/invoke", e.KeyA, call("101", "echo", `{"message":"x"}`), "X-Session-ID", sid); r.code() != 0 {
 		t.Fatalf("first real call refused: %s", r.Raw)
 	}
 	if r := e.post(t, "/v1/invoke", e.KeyA, call("102", "echo", `{"message":"x"}`), "X-Session-ID", sid); r.code() != 0 {
@@ -331,5 +336,52 @@ func TestRefusedCallsCountNothing(t *testing.T) {
 	}
 	if got := e.UpA.Calls("echo"); got != 3 {
 		t.Fatalf("upstream ran %d calls, want 3", got)
+	}
+}
+
+// TestRateLimitNamesAndSessionless: one tool answers to several names (its
+// exposed name, server.tool, params.server); all count in one tool window.
+// And a caller that leaves out the session header does not get a fresh
+// window per call: sessionless calls share the API key's windows.
+func TestRateLimitNamesAndSessionless(t *testing.T) {
+	e := newEnv(t, func(s *config.Settings, _ *memstore.Store) {
+		s.RateLimitPerTool, s.RateLimitPerSession = 2, 3
+	})
+	r := e.post(t, "/v1/invoke", e.KeyA, `{"jsonrpc":"2.0","id":"l","method":"tools/list"}`)
+	sid := r.Header.Get("X-Session-ID")
+	names := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"x"}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mock-primary.echo","arguments":{"message":"x"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","server":"mock-primary","arguments":{"message":"x"}}}`,
+	}
+	for i, body := range names {
+		r := e.post(t, "/v1/invoke", e.KeyA, body, "X-Session-ID", sid)
+		want := 0
+		if i == 2 {
+			want = -32004
+		}
+		if r.code() != want {
+			t.Fatalf("call %d under another name: %s; want code %d", i+1, r.Raw, want)
+		}
+		if want != 0 && !strings.Contains(string(r.Error.Data), `"scope":"tool"`) {
+			t.Fatalf("want the tool window: %s", r.Raw)
+		}
+	}
+	before := e.UpA.Calls("echo")
+	// Five calls without a session header: 3 fit the key's session window
+	// (the tool window, 2, refuses first).
+	admitted := 0
+	for i := range 5 {
+		r := e.post(t, "/v1/invoke", e.KeyA, call(fmt.Sprint(10+i), "echo", `{"message":"x"}`))
+		switch r.code() {
+		case 0:
+			admitted++
+		case -32004:
+		default:
+			t.Fatalf("sessionless call: %s", r.Raw)
+		}
+	}
+	if admitted != 2 || e.UpA.Calls("echo")-before != 2 {
+		t.Fatalf("sessionless calls admitted %d (upstream %d); want 2 (the tool window)", admitted, e.UpA.Calls("echo")-before)
 	}
 }

@@ -229,13 +229,14 @@ func TestNoSecretInLogs(t *testing.T) {
 
 	var corrs []string
 	for _, c := range []struct{ key, tool, want string }{
-		{e.key, "work", `"result"`},           // allowed; the result echoes the credential (scrubbed)
+		{e.key, "work", `"result"`},           // allowed (sessionless: counts in the key's window); the result echoes the credential (scrubbed)
 		{e.key, "nope", "-32601"},             // refused at routing
 		{e.key, "other", "-32000"},            // upstream 500 quoting the credential
 		{e.key, "work", `"result"`},           //
 		{minted.Key, "work", `"result"`},      // the admin-minted key
 		{e.key, "work", `"result"`},           //
-		{e.key, "work", "-32004"},             // fourth call of the tool: rate limited (RATE_LIMIT_PER_TOOL=3)
+		{e.key, "work", `"result"`},           // third call in the session
+		{e.key, "work", "-32004"},             // fourth call of the tool in the session: rate limited (RATE_LIMIT_PER_TOOL=3)
 		{e.key + "x", "work", "unauthorized"}, // wrong key
 	} {
 		ans, corr := e.call(t, c.key, c.tool)

@@ -187,6 +187,16 @@ func (p *Pipeline) Slots() []string {
 	return out
 }
 
+// Resolver is a Prefetcher whose Prefetch decides at once, without store
+// I/O in steady state, and fills in fields the other checks' store work is
+// keyed by: routing, whose resolved server and tool key the per-tool rate
+// window, so that one tool cannot be counted under several names. Run starts
+// resolvers before the other prefetchers; verdicts still come in Order.
+type Resolver interface {
+	Prefetcher
+	Resolves()
+}
+
 // Prefetcher is a check whose store work can start before the checks ahead
 // of it have decided, so that independent store round trips overlap
 // (session touch, rate windows, quota meter: one wave instead of three).
@@ -212,8 +222,17 @@ func (p *Pipeline) Run(ctx context.Context, c *Call) error {
 	}
 	var pre []started
 	if c.Method == "tools/call" {
-		for i, ch := range p.checks {
-			if pf, ok := ch.(Prefetcher); ok {
+		// Resolvers first: what they fill in (the routed server and tool)
+		// keys the others' store work.
+		for _, first := range []bool{true, false} {
+			for i, ch := range p.checks {
+				pf, ok := ch.(Prefetcher)
+				if !ok {
+					continue
+				}
+				if _, r := ch.(Resolver); r != first {
+					continue
+				}
 				if pre == nil {
 					pre = make([]started, len(p.checks))
 				}

@@ -1,7 +1,10 @@
 // Package ratelimit is the pipeline's "ratelimit" check (-32004): calls per
 // minute per session (RATE_LIMIT_PER_SESSION) and per tool within a session
 // (RATE_LIMIT_PER_TOOL), counted in fixed one-minute UTC windows in a shared
-// Counter so that every gateway instance sees the same count.
+// Counter so that every gateway instance sees the same count. The tool
+// window is keyed by the routed server and tool, so the names a tool
+// answers to (its exposed name, server.tool, params.server) share one
+// window; calls sent without a session share their API key's windows.
 //
 // It applies to tools/call only. A limit of 0 turns that limit off. When the
 // counter store cannot be reached the call goes through and the failure is
@@ -69,7 +72,7 @@ func (*Check) Slot() string { return "ratelimit" }
 
 // Keys returns the counter keys of the session window and the tool window
 // that contain now. Exported for docs and tests; the layout is described in
-// docs/design/dynamodb.md.
+// docs/design/dynamodb.md. session is the window's owner (see owner).
 func Keys(tenant, session, server, tool string, now time.Time) (sessionKey, toolKey string) {
 	w := strconv.FormatInt(now.UTC().Truncate(Window).Unix(), 10)
 	if server != "" {
@@ -96,7 +99,11 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	now := k.now()
 	start := now.UTC().Truncate(Window)
 	end := start.Add(Window)
-	sKey, tKey := Keys(c.Tenant.ID, c.SessionID, c.RequestedServer, c.Tool, now)
+	server, tool := c.RequestedServer, c.Tool
+	if c.Server != nil { // routed (route resolves first): one key per tool, whatever name it was called by
+		server, tool = c.Server.Name, c.UpstreamTool
+	}
+	sKey, tKey := Keys(c.Tenant.ID, owner(c), server, tool, now)
 	type result struct {
 		scope string
 		key   string
@@ -147,6 +154,16 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		}
 	}
 	return decide, undo
+}
+
+// owner names whose windows a call counts in: its session's, or, for a
+// call that came without a session (one was minted for it), its API key's.
+// Leaving the session header out must not buy a fresh window per call.
+func owner(c *pipeline.Call) string {
+	if c.NewSession && c.KeyID != "" {
+		return "key:" + c.KeyID
+	}
+	return c.SessionID
 }
 
 var _ pipeline.Prefetcher = (*Check)(nil)

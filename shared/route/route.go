@@ -287,6 +287,11 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	return func() error { return err }, nil
 }
 
+// Resolves implements pipeline.Resolver.
+func (*Check) Resolves() {}
+
+var _ pipeline.Resolver = (*Check)(nil)
+
 func (k *Check) resolve(ctx context.Context, c *pipeline.Call) error {
 	if c.Method != "tools/call" {
 		return nil
