@@ -19,10 +19,56 @@ type call struct {
 	why string
 }
 
-// mayBeCall is the fast filter run on every client line: false means no
-// JSON parser, strict or lenient, can read a tools/call method from line,
-// because the method string can only be spelled with the ASCII letters
-// "tools/call" (in any case) or with a backslash escape.
+// framing classifies one client line (its '\n' included, if any) for a
+// mode that decides: it returns the line's JSON text without the framing
+// whitespace, and whether the line is blank or framed.
+//
+// A line is framed when, after trimming the final "\n", one final "\r"
+// and spaces and tabs at both ends, it is exactly one complete JSON object
+// or array, valid UTF-8, with no other raw "\r". Only a framed line can be
+// decided: every child reads it as the same single value wrap read. Any
+// other non-blank line might be a piece of a message that the child
+// reassembles, or a message the child splits differently: a child reading
+// like the MCP Python SDK (universal newlines) ends a line at a bare "\r",
+// and the Go SDK's stdio transport reads with a streaming json.Decoder,
+// which joins a value across newlines. So wrap cannot know what such a
+// line means to the child and treats it as a possible tools/call.
+//
+// A blank line (nothing but spaces, tabs and a final "\r") holds no token
+// for any reader and is forwarded.
+func framing(line []byte) (body []byte, blank, framed bool) {
+	b := line
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		b = b[:n-1]
+	}
+	b = bytes.Trim(b, " \t")
+	if len(b) == 0 {
+		return nil, true, false
+	}
+	if (b[0] != '{' && b[0] != '[') || bytes.IndexByte(b, '\r') >= 0 || !utf8.Valid(b) || !json.Valid(b) {
+		return b, false, false
+	}
+	return b, false, true
+}
+
+// needsDecision is the fast check run on every client line: false means
+// the line can be forwarded as it is, because it is blank or it is framed
+// and mayBeCall proves it holds no tools/call.
+func needsDecision(line []byte) bool {
+	b, blank, framed := framing(line)
+	return !blank && (!framed || mayBeCall(b))
+}
+
+// mayBeCall is the filter run on a framed line (see framing): false means no
+// JSON parser, strict or lenient, can read a tools/call method from it.
+// The child reads a framed line as the one complete value wrap read, and
+// in that value the method string can only be spelled with the ASCII
+// letters "tools/call" (in any case) or with a backslash escape (any
+// escape: "tools\/call", "\u0074ools/call"). It is not sound on a line that
+// is not framed: there, a call can be spread over several lines.
 func mayBeCall(line []byte) bool {
 	if bytes.IndexByte(line, '\\') >= 0 {
 		return true
@@ -64,18 +110,20 @@ func asciiFold(b []byte, s string) bool {
 //
 // Anything a lenient parser might read as a tools/call is reported as one:
 // a method member whose key matches "method" in any case and whose value is
-// "tools/call" in any ASCII case; a line that is not valid UTF-8 JSON but
-// passes mayBeCall. Such a call gets why set unless it is the one clean
+// "tools/call" in any ASCII case; a non-blank line that is not framed (see
+// framing), which is reported with why ruleUnparseable, id null and the
+// whole line as params. A call gets why set unless it is the one clean
 // spelling: exactly one "method":"tools/call", one "params" object, one
 // "name" string in it.
 func findCalls(line []byte) (calls []call, elems []json.RawMessage, callIdx []int) {
-	if !mayBeCall(line) {
+	b, blank, framed := framing(line)
+	switch {
+	case blank:
 		return nil, nil, nil
-	}
-	b := bytes.TrimSpace(line)
-	if !utf8.Valid(b) || !json.Valid(b) {
-		sum := line
-		return []call{{id: jsonrpc.Null, params: sum, why: ruleUnparseable}}, nil, nil
+	case !framed:
+		return []call{{id: jsonrpc.Null, params: line, why: ruleUnparseable}}, nil, nil
+	case !mayBeCall(b):
+		return nil, nil, nil
 	}
 	switch b[0] {
 	case '{':

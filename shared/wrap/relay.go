@@ -175,15 +175,15 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// chunk decides a run of whole lines. Lines that hold no tools/call go to
-// the child in one write together with their neighbours.
+// chunk decides a run of whole lines. When no line needs a decision
+// (needsDecision), the run goes to the child in one write.
 func (g *gate) chunk(chunk []byte) error {
 	var lines [][]byte
 	start, some := 0, false
 	for start < len(chunk) {
 		end := start + bytes.IndexByte(chunk[start:], '\n') + 1
 		lines = append(lines, chunk[start:end])
-		if !some && mayBeCall(chunk[start:end]) {
+		if !some && needsDecision(chunk[start:end]) {
 			some = true
 		}
 		start = end

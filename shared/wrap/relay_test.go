@@ -12,10 +12,9 @@ import (
 	"github.com/aegis-gw/aegis/internal/syncbuf"
 )
 
-// stream is what a client might send, including what no client should:
-// partial lines, a line over 1 MiB, invalid JSON, non-UTF-8 bytes, CRLF,
-// blank lines, and a last line without a newline. Invalid lines hold no
-// backslash and no "tools/call", so a policy has nothing to refuse in them.
+// stream is what a client might send that a policy lets through: a line
+// over 1 MiB, CRLF, blank lines, spaces around an object, partial writes
+// (runAll's reader hands wrap what it asks for, not whole lines).
 func stream() []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}` + "\n")
@@ -26,12 +25,19 @@ func stream() []byte {
 	b.WriteString(strings.Repeat("x", 1<<20+12345))
 	b.WriteString(`"}}}` + "\n")
 	b.WriteString(`{"jsonrpc":"2.0","id":5,"method":"resources/list","params":{"blob":"` + strings.Repeat("y", 1<<20+7) + `"}}` + "\n")
-	b.WriteString("{not json at all\n")
-	b.WriteString("\xff\xfe\x00\x01 binary \xc3\x28 garbage\n")
 	b.WriteString(`{"jsonrpc":"2.0","id":6,"method":"ping"}` + "\n\n\n")
 	b.WriteString(`   {"jsonrpc":"2.0","id":7,"method":"x/unknown","params":{"é":"ü"}}   ` + "\n")
-	b.WriteString(`{"jsonrpc":"2.0","id":8,"method":"ping","par`) // last line, no newline
 	return b.Bytes()
+}
+
+// malformed is what no client should send: invalid JSON, non-UTF-8 bytes
+// and a last line without a newline that is not a whole message. Under a
+// policy each line is refused (TestStrictFramingUnderPolicy); without one
+// it is relayed like the rest.
+func malformed() []byte {
+	return []byte("{not json at all\n" +
+		"\xff\xfe\x00\x01 binary \xc3\x28 garbage\n" +
+		`{"jsonrpc":"2.0","id":8,"method":"ping","par`) // last line, no newline
 }
 
 // defaultOnly is traffic a policy would refuse (unparseable tools/call
@@ -44,7 +50,7 @@ func defaultOnly() []byte {
 }
 
 func TestTransparentByteForByte(t *testing.T) {
-	full := append(defaultOnly(), stream()...)
+	full := append(append(defaultOnly(), stream()...), malformed()...)
 	allowEcho := writeFile(t, "p.yaml", "allow: [echo]\ndeny: [shell_*]\n")
 	cases := []struct {
 		name  string
