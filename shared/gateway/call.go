@@ -84,6 +84,14 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 		return
 	}
 	if ref := g.callParams(ep, c); ref != nil {
+		// The session comes first in the seed's order: an unknown session
+		// outranks malformed params.
+		if err := g.o.Pipeline.RunUntil(ctx, c, "ratelimit"); err != nil {
+			g.sessionHeaders(w, ep, c)
+			refuse(err)
+			return
+		}
+		g.sessionHeaders(w, ep, c)
 		refuse(ref)
 		return
 	}

@@ -219,6 +219,12 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatalf("tenant A sees tenant B's servers: %s", list.Result)
 	}
 	before := e.UpB.Calls("echo")
+	accept := "application/json, text/event-stream"
+	ini := e.post(t, "/mcp", e.KeyA, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "Accept", accept)
+	sid := ini.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: %s", ini.Raw)
+	}
 	for _, tc := range []struct{ name, path, body string }{
 		{"qualified name", "/v1/invoke", call("1", "secret-srv.echo", `{"message":"x"}`)},
 		{"params.server", "/v1/invoke", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","server":"globex-tools","arguments":{"message":"x"}}}`},
@@ -227,7 +233,7 @@ func TestTenantIsolation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var hdr []string
 			if strings.HasPrefix(tc.path, "/mcp") {
-				hdr = []string{"Accept", "application/json, text/event-stream", "Mcp-Session-Id", "whatever"}
+				hdr = []string{"Accept", accept, "Mcp-Session-Id", sid}
 			}
 			r := e.post(t, tc.path, e.KeyA, tc.body, hdr...)
 			if r.code() != -32601 {
@@ -236,8 +242,18 @@ func TestTenantIsolation(t *testing.T) {
 		})
 	}
 	if r := e.post(t, "/mcp/globex-tools", e.KeyA, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
-		"Accept", "application/json, text/event-stream", "Mcp-Session-Id", "x"); r.code() != -32601 {
+		"Accept", accept, "Mcp-Session-Id", sid); r.code() != -32601 {
 		t.Fatalf("tenant A listed tenant B's server: %s", r.Raw)
+	}
+	// The session comes first: with an unknown session, a foreign server
+	// path is the same 404 session error as one's own (no probing of which
+	// servers exist).
+	for _, path := range []string{"/mcp/globex-tools", "/mcp/mock-primary"} {
+		for _, body := range []string{call("1", "echo", `{"message":"x"}`), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`} {
+			if r := e.post(t, path, e.KeyA, body, "Accept", accept, "Mcp-Session-Id", "unknown-session"); r.Status != http.StatusNotFound || r.code() != -32603 {
+				t.Fatalf("%s %s with an unknown session: HTTP %d %s; want 404 and -32603", path, body, r.Status, r.Raw)
+			}
+		}
 	}
 	if got := e.UpB.Calls("echo"); got != before {
 		t.Fatalf("tenant B's upstream ran %d calls for tenant A", got-before)

@@ -27,6 +27,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/route"
 	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/store"
 	"github.com/aegis-gw/aegis/shared/telemetry"
 	"github.com/aegis-gw/aegis/shared/upstream"
 )
@@ -276,40 +277,52 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 // exist: the hash of the empty policy set.
 const PolicyHashStandIn = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
+// dispatch answers one request. The session comes before the server of
+// /mcp/{server} (seed order: session, rate limit, quota, then routing):
+// tools/call checks the server in its route slot, the other methods right
+// after the session.
 func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
-	if ep.server != "" {
-		ok, err := g.o.Catalog.HasServer(ctx, c.Tenant.ID, ep.server)
-		if err != nil {
-			g.internal(w, c, err)
-			return
-		}
-		if !ok {
-			writeRefusal(w, c.ID, refusal.Unknown("server "+ep.server), c.Tenant.RefusalShape, c.Method)
-			return
-		}
-	}
 	switch c.Method {
 	case "initialize":
 		if !ep.mcp {
 			writeRefusal(w, c.ID, refusal.Unknown("initialize (served on /mcp)"), "", c.Method)
 			return
 		}
-		g.initialize(ctx, w, c)
+		if g.hasServer(ctx, w, ep, c) {
+			g.initialize(ctx, w, c)
+		}
 	case "ping":
-		if g.session(ctx, w, ep, c) {
+		if g.session(ctx, w, ep, c) && g.hasServer(ctx, w, ep, c) {
 			writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, json.RawMessage(`{}`)))
 		}
 	case "tools/list":
-		if g.session(ctx, w, ep, c) {
+		if g.session(ctx, w, ep, c) && g.hasServer(ctx, w, ep, c) {
 			g.toolsList(ctx, w, ep, c)
 		}
 	case "tools/call":
 		g.toolsCall(ctx, w, r, ep, c)
 	default:
-		if g.session(ctx, w, ep, c) {
+		if g.session(ctx, w, ep, c) && g.hasServer(ctx, w, ep, c) {
 			writeRefusal(w, c.ID, refusal.Unknown(c.Method), "", c.Method)
 		}
 	}
+}
+
+// hasServer answers -32601 when the server of /mcp/{server} is not one of
+// the tenant's, and reports whether to go on.
+func (g *Gateway) hasServer(ctx context.Context, w http.ResponseWriter, ep endpoint, c *pipeline.Call) bool {
+	if ep.server == "" {
+		return true
+	}
+	ok, err := g.o.Catalog.HasServer(ctx, c.Tenant.ID, ep.server)
+	if err != nil {
+		g.internal(w, c, err)
+		return false
+	}
+	if !ok {
+		writeRefusal(w, c.ID, refusal.Unknown("server "+ep.server), c.Tenant.RefusalShape, c.Method)
+	}
+	return ok
 }
 
 // session runs the session slot alone (methods other than tools/call) and
@@ -357,8 +370,10 @@ func (g *Gateway) internal(w http.ResponseWriter, c *pipeline.Call, err error) {
 	writeRefusal(w, c.ID, refusal.Internal(c.CorrelationID), "", c.Method)
 }
 
+// deleteSession ends the caller's own session. A session of another caller
+// of the same tenant is answered like an unknown one: 404, nothing deleted.
 func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request, corr string) {
-	_, tenant, err := g.auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+	key, tenant, err := g.auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {
 		var ae *auth.Error
 		if errors.As(err, &ae) {
@@ -372,6 +387,16 @@ func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request, corr str
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
 		writeJSON(w, http.StatusBadRequest, `{"error":"Mcp-Session-Id header is required"}`)
+		return
+	}
+	rec, err := g.o.Sessions.Touch(r.Context(), tenant.ID, id, g.o.Now(), session.Limits{Lifetime: g.o.Settings.SessionLifetime, Idle: g.o.Settings.SessionIdle})
+	switch {
+	case errors.Is(err, store.ErrNotFound) || (err == nil && rec.Caller != key.Caller):
+		writeJSON(w, http.StatusNotFound, `{"error":"unknown session"}`)
+		return
+	case err != nil:
+		g.o.Logger.Error("session read failed", "correlation_id", corr, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, `{"error":"unavailable; correlation id `+corr+`"}`)
 		return
 	}
 	if err := g.o.Sessions.Delete(r.Context(), tenant.ID, id); err != nil {

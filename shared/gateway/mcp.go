@@ -22,15 +22,22 @@ var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
 // mcpHeaders applies the Streamable HTTP transport's header rules to a POST
 // on /mcp. It answers the client itself and returns false on a violation.
 func (g *Gateway) mcpHeaders(w http.ResponseWriter, r *http.Request, req *jsonrpc.Request) bool {
-	if !acceptsBoth(r.Header.Values("Accept")) {
-		ref := refusal.New(refusal.InvalidRequest, "Invalid request: Accept must list application/json and text/event-stream")
-		writeFrame(w, http.StatusNotAcceptable, jsonrpc.Refusal(req.ReplyID(), ref, refusal.LayerGateway))
+	fail := func(status int, msg string) bool {
+		if req.IsNotification() {
+			// Seed 004: a notification never produces a JSON-RPC error;
+			// the transport status alone says what was wrong.
+			w.WriteHeader(status)
+			return false
+		}
+		ref := refusal.New(refusal.InvalidRequest, msg)
+		writeFrame(w, status, jsonrpc.Refusal(req.ReplyID(), ref, refusal.LayerGateway))
 		return false
 	}
+	if !acceptsBoth(r.Header.Values("Accept")) {
+		return fail(http.StatusNotAcceptable, "Invalid request: Accept must list application/json and text/event-stream")
+	}
 	if v := r.Header.Get("MCP-Protocol-Version"); v != "" && req.Method != "initialize" && !slices.Contains(ProtocolVersions, v) {
-		ref := refusal.New(refusal.InvalidRequest, "Invalid request: unsupported MCP-Protocol-Version "+v+"; supported: "+strings.Join(ProtocolVersions, ", "))
-		writeFrame(w, http.StatusBadRequest, jsonrpc.Refusal(req.ReplyID(), ref, refusal.LayerGateway))
-		return false
+		return fail(http.StatusBadRequest, "Invalid request: unsupported MCP-Protocol-Version "+v+"; supported: "+strings.Join(ProtocolVersions, ", "))
 	}
 	return true
 }

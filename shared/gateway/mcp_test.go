@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/aegis-gw/aegis/internal/mcptest"
+	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/registry"
@@ -175,6 +176,28 @@ func TestStreamableHTTPRules(t *testing.T) {
 		r := e.post(t, "/mcp", e.KeyA, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Accept", accept, "Mcp-Session-Id", sid)
 		if r.Status != http.StatusAccepted || len(r.Raw) != 0 {
 			t.Fatalf("notification: %d %q", r.Status, r.Raw)
+		}
+	})
+	t.Run("notification never gets a JSON-RPC error", func(t *testing.T) {
+		note := `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+		if r := e.post(t, "/mcp", e.KeyA, note, "Accept", "application/json", "Mcp-Session-Id", sid); r.Status != http.StatusNotAcceptable || len(r.Raw) != 0 {
+			t.Fatalf("notification with a bad Accept: %d %q; want 406 and no body", r.Status, r.Raw)
+		}
+		if r := e.post(t, "/mcp", e.KeyA, note, "Accept", accept, "Mcp-Session-Id", sid, "MCP-Protocol-Version", "1999-01-01"); r.Status != http.StatusBadRequest || len(r.Raw) != 0 {
+			t.Fatalf("notification with a bad protocol version: %d %q; want 400 and no body", r.Status, r.Raw)
+		}
+	})
+	t.Run("DELETE of another caller's session is 404", func(t *testing.T) {
+		other, k := auth.NewKey("acme", "other-agent", e.Clock.Now())
+		must(t, e.Store.PutKey(context.Background(), k))
+		req, _ := http.NewRequest(http.MethodDelete, e.URL+"/mcp", nil)
+		req.Header.Set("Authorization", "Bearer "+other)
+		req.Header.Set("Mcp-Session-Id", sid)
+		if r := do(t, req); r.Status != http.StatusNotFound {
+			t.Fatalf("DELETE by another caller: %d %s; want 404", r.Status, r.Raw)
+		}
+		if r := e.post(t, "/mcp", e.KeyA, list, "Accept", accept, "Mcp-Session-Id", sid); r.code() != 0 {
+			t.Fatalf("session ended by another caller: %d %s", r.Status, r.Raw)
 		}
 	})
 	t.Run("DELETE ends the session", func(t *testing.T) {
