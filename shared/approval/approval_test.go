@@ -16,11 +16,11 @@ import (
 
 func TestMask(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
-		{`{"to":"acct-1","amount":5}`, `{"amount":5,"to":"acct-1"}`},
-		{`{"password":"hunter2","api_key":"x","nested":{"Authorization":"y"}}`, `{"api_key":"[masked]","nested":{"Authorization":"[masked]"},"password":"[masked]"}`},
-		{`{"note":"card 4111 1111 1111 1111"}`, `{"note":"[masked]"}`},
-		{`{"note":"ssn 123-45-6789"}`, `{"note":"[masked]"}`},
-		{`{"k":["ghp_abcdefghijklmnopqrstuvwxyz0123456789","plain"]}`, `{"k":["[masked]","plain"]}`},
+		{`{"to":"acct-1","amount":5}`, `{"to":"acct-1","amount":5}`},
+		{`{"password":"hunter2","api_key":"x","nested":{"Authorization":"y"}}`, `{"password":"[masked]","api_key":"[masked]","nested":{"Authorization":"[masked]"}}`},
+		{`{"note":"card 4111 1111 1111 1111"}`, `{"note":"card [masked:card]"}`},
+		{`{"note":"ssn 123-45-6789"}`, `{"note":"ssn [masked:ssn]"}`},
+		{`{"k":["ghp_abcdefghijklmnopqrstuvwxyz0123456789","plain"]}`, `{"k":["[masked:token]","plain"]}`},
 		{`{"order":"1234 5678 9012 3456"}`, `{"order":"1234 5678 9012 3456"}`}, // not Luhn-valid
 		{`{"big":12345678901234567890}`, `{"big":12345678901234567890}`},
 		{`not json`, `"[unreadable]"`},
