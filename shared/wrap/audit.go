@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -55,28 +56,51 @@ func paramsHash(b []byte) string {
 //     also forces the batch to stable storage before returning. Without it,
 //     a background goroutine starts an fdatasync as soon as records are
 //     written (one in flight at a time), and close syncs before returning.
-//   - A sync error is returned by the next commit, which fails closed.
+//   - A failed background sync is reported through warn at once, and the
+//     next commit syncs before it returns: if that sync fails, the commit
+//     fails (its batch fails closed) and the commit after it tries again;
+//     once a sync succeeds, commits go back to the background sync. A sync
+//     error is therefore never permanent, but records written before it
+//     may not survive a power loss even after a later sync succeeds (the
+//     kernel may have dropped the pages it could not write), which is why
+//     it is reported.
 type auditLog struct {
 	f        *os.File
 	seq      uint64
 	buf      []byte
 	now      func() time.Time
+	sync     func(*os.File) error // datasync; tests replace it
+	warn     func(msg string)     // set before the first commit; nil: dropped
 	syncEach bool
 
 	dirty   chan struct{} // cap 1: records written since the last sync began
 	stop    chan struct{}
 	stopped chan struct{}
-	syncErr atomic.Pointer[error]
+	syncErr atomic.Pointer[error] // a background sync failed; the next commit syncs
 }
 
 // openAudit opens path for appending, creating it (mode 0600) when needed.
-// A new file's directory entry is synced too, so the file itself survives
-// a power cut.
+// path must be, or become, a regular file: a device (/dev/null, a
+// terminal), a pipe (/dev/stderr under an MCP client) or a directory
+// cannot be synced and is refused here rather than on the first call. The
+// file is synced once at open, so a file system that cannot sync it is
+// found now too. A new file's directory entry is synced as well, so the
+// file itself survives a power cut.
 func openAudit(path string, syncEach bool) (*auditLog, error) {
-	_, statErr := os.Stat(path)
+	st, statErr := os.Stat(path)
+	if statErr == nil && !st.Mode().IsRegular() {
+		return nil, notRegular(path, st.Mode())
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() { // replaced since os.Stat
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		return nil, notRegular(path, st.Mode())
 	}
 	if errors.Is(statErr, os.ErrNotExist) {
 		if err := syncDir(filepath.Dir(path)); err != nil {
@@ -84,12 +108,36 @@ func openAudit(path string, syncEach bool) (*auditLog, error) {
 			return nil, err
 		}
 	}
-	a := &auditLog{f: f, now: time.Now, syncEach: syncEach}
+	if err := datasync(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot sync %s: %w", path, err)
+	}
+	return newAuditLog(f, syncEach), nil
+}
+
+func notRegular(path string, m os.FileMode) error {
+	what := "not a regular file"
+	switch {
+	case m&os.ModeDevice != 0:
+		what += " but a device"
+	case m&os.ModeNamedPipe != 0:
+		what += " but a pipe"
+	case m&os.ModeSocket != 0:
+		what += " but a socket"
+	case m.IsDir():
+		what += " but a directory"
+	}
+	return fmt.Errorf("%s is %s: --audit needs a file wrap can append to and sync", path, what)
+}
+
+// newAuditLog appends records to f, which it owns from now on.
+func newAuditLog(f *os.File, syncEach bool) *auditLog {
+	a := &auditLog{f: f, now: time.Now, sync: datasync, syncEach: syncEach}
 	if !syncEach {
 		a.dirty, a.stop, a.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 		go a.syncer()
 	}
-	return a, nil
+	return a
 }
 
 func (a *auditLog) syncer() {
@@ -97,8 +145,12 @@ func (a *auditLog) syncer() {
 	for {
 		select {
 		case <-a.dirty:
-			if err := datasync(a.f); err != nil {
-				a.syncErr.CompareAndSwap(nil, &err)
+			if err := a.sync(a.f); err != nil {
+				err = fmt.Errorf("sync %s: %w", a.f.Name(), err)
+				a.syncErr.Store(&err)
+				if a.warn != nil {
+					a.warn(err.Error() + "; records written before it may not survive a power loss; the next tools/call is synced before it is acted on")
+				}
 			}
 		case <-a.stop:
 			return
@@ -116,10 +168,9 @@ func syncDir(dir string) error {
 }
 
 // commit numbers, encodes and appends recs as one batch (see auditLog).
-func (a *auditLog) commit(recs []Record) error {
-	if p := a.syncErr.Load(); p != nil {
-		return *p
-	}
+// written reports whether the batch is in the file: when err is not nil
+// and written is true, the write returned and only the sync failed.
+func (a *auditLog) commit(recs []Record) (written bool, err error) {
 	a.buf = a.buf[:0]
 	now := a.now().UTC()
 	for i := range recs {
@@ -127,21 +178,32 @@ func (a *auditLog) commit(recs []Record) error {
 		recs[i].Time, recs[i].Seq, recs[i].Layer, recs[i].Method = now, a.seq, "wrap", "tools/call"
 		b, err := json.Marshal(&recs[i])
 		if err != nil {
-			return err
+			a.seq -= uint64(i + 1)
+			return false, err
 		}
 		a.buf = append(append(a.buf, b...), '\n')
 	}
-	if _, err := a.f.Write(a.buf); err != nil {
-		return err
+	if n, err := a.f.Write(a.buf); err != nil {
+		if n == 0 { // nothing is in the file: keep seq without a gap
+			a.seq -= uint64(len(recs))
+		}
+		return false, err
 	}
-	if a.syncEach {
-		return datasync(a.f)
+	if a.syncEach || a.syncErr.Swap(nil) != nil {
+		if err := a.sync(a.f); err != nil {
+			err = fmt.Errorf("sync %s: %w", a.f.Name(), err)
+			if !a.syncEach {
+				a.syncErr.Store(&err) // the next commit syncs again
+			}
+			return true, err
+		}
+		return true, nil
 	}
 	select {
 	case a.dirty <- struct{}{}:
 	default: // a sync is already due; it will cover these bytes
 	}
-	return nil
+	return true, nil
 }
 
 // close syncs every record written and closes the file.
@@ -153,7 +215,7 @@ func (a *auditLog) close() error {
 		close(a.stop)
 		<-a.stopped
 	}
-	err := datasync(a.f)
+	err := a.sync(a.f)
 	if cerr := a.f.Close(); err == nil {
 		err = cerr
 	}

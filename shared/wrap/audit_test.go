@@ -2,13 +2,20 @@ package wrap
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/aegis-gw/aegis/internal/syncbuf"
 )
 
 func TestAuditRecords(t *testing.T) {
@@ -110,25 +117,183 @@ func TestAuditSurvivesKill9(t *testing.T) {
 	}
 }
 
+// rig is a gate on an in-memory child and client, deciding one line at a
+// time on the test's goroutine.
+type rig struct {
+	g             *gate
+	child, client bytes.Buffer
+	warns         syncbuf.Buffer // gate and audit log warnings, one per line
+}
+
+func newRig(t *testing.T, a *auditLog, policy string) *rig {
+	t.Helper()
+	r := &rig{}
+	warn := func(m string) { fmt.Fprintln(&r.warns, m) }
+	a.warn = warn
+	r.g = &gate{policy: emptyPolicy, audit: a, child: &r.child, out: &clientOut{w: &r.client}, warn: warn}
+	if policy != "" {
+		p, err := ParsePolicy([]byte(policy))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.g.policy, r.g.enforce = p, true
+	}
+	t.Cleanup(func() { _ = a.close() })
+	return r
+}
+
+func (r *rig) send(t *testing.T, line string) {
+	t.Helper()
+	if err := r.g.batch([][]byte{[]byte(line)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func callLine(id int, tool string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q}}`+"\n", id, tool)
+}
+
 // A record that cannot be written stops the call: fail closed with
-// INTERNAL_ERROR rather than forward a call nobody recorded.
+// INTERNAL_ERROR rather than forward a call nobody recorded, keep relaying
+// everything else, and say on stderr that the refusal is not on file.
 func TestAuditWriteFailureFailsClosed(t *testing.T) {
-	if _, err := os.Stat("/dev/full"); err != nil {
+	f, err := os.OpenFile("/dev/full", os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
 		t.Skip("no /dev/full")
 	}
-	seen := filepath.Join(t.TempDir(), "seen")
-	l := startLive(t, append([]string{"--audit", "/dev/full", "--"}, childArgv(t, "mirror", seen)...))
-	l.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}` + "\n")
-	if got := l.recv(); got != frame("1", "INTERNAL_ERROR") {
-		t.Errorf("got %q", got)
+	r := newRig(t, newAuditLog(f, false), "")
+	r.send(t, callLine(1, "echo"))
+	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n"
+	r.send(t, ping)
+	if r.client.String() != frame("1", "INTERNAL_ERROR") {
+		t.Errorf("client got %q", r.client.String())
 	}
-	l.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n")
-	if got := l.recv(); got != `{"jsonrpc":"2.0","id":2,"method":"ping"}`+"\n" {
-		t.Errorf("got %q", got)
+	if r.child.String() != ping {
+		t.Errorf("child received %q", r.child.String())
 	}
-	l.wait()
-	if b, _ := os.ReadFile(seen); string(b) != `{"jsonrpc":"2.0","id":2,"method":"ping"}`+"\n" {
-		t.Errorf("child received %q", b)
+	if w := r.warns.String(); !strings.Contains(w, "no space left on device") || !strings.Contains(w, "1 tools/call refused with INTERNAL_ERROR") || !strings.Contains(w, "NOT recorded") {
+		t.Errorf("stderr %q should give the cause and say the refusal is not recorded", w)
+	}
+}
+
+// TestAuditSyncErrorIsNotPermanent: a background fdatasync that fails once
+// does not disable tool calls for the rest of the session. The next call
+// syncs before it is acted on; when that sync succeeds, calls flow again.
+func TestAuditSyncErrorIsNotPermanent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAuditLog(f, false)
+	failed := make(chan struct{})
+	var n atomic.Int32
+	a.sync = func(f *os.File) error {
+		if n.Add(1) == 1 {
+			defer close(failed)
+			return syscall.EIO
+		}
+		return datasync(f)
+	}
+	r := newRig(t, a, "")
+	r.send(t, callLine(1, "echo"))
+	<-failed // the background sync of record 1 failed
+	r.send(t, callLine(2, "echo"))
+	r.send(t, callLine(3, "echo"))
+	if want := callLine(1, "echo") + callLine(2, "echo") + callLine(3, "echo"); r.child.String() != want {
+		t.Errorf("child received %q, want all three calls; client got %q", r.child.String(), r.client.String())
+	}
+	recs := readRecords(t, path)
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3: %+v", len(recs), recs)
+	}
+	if w := r.warns.String(); !strings.Contains(w, "input/output error") {
+		t.Errorf("stderr %q should report the failed sync", w)
+	}
+}
+
+// TestAuditSyncFailureRecordsTheRefusal: with --audit-sync, a call whose
+// record was written but could not be synced is refused, and that refusal
+// is itself recorded (the file over-reports: it also holds the record
+// written before the sync failed).
+func TestAuditSyncFailureRecordsTheRefusal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAuditLog(f, true)
+	var n atomic.Int32
+	a.sync = func(f *os.File) error {
+		if n.Add(1) == 1 {
+			return syscall.EIO
+		}
+		return datasync(f)
+	}
+	r := newRig(t, a, testPolicy)
+	r.send(t, callLine(1, "echo"))
+	r.send(t, callLine(2, "echo"))
+	if r.client.String() != frame("1", "INTERNAL_ERROR") || r.child.String() != callLine(2, "echo") {
+		t.Errorf("client got %q, child got %q", r.client.String(), r.child.String())
+	}
+	recs := readRecords(t, path)
+	var got []string
+	for _, rec := range recs {
+		got = append(got, fmt.Sprintf("%s %s %s %s", rec.ID, rec.Outcome, rec.Word, rec.Rule))
+	}
+	want := []string{"1 allowed  ", "1 refused INTERNAL_ERROR audit-write-failed", "2 allowed  "}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("records %q, want %q", got, want)
+	}
+	if w := r.warns.String(); !strings.Contains(w, "input/output error") || !strings.Contains(w, "refusals are recorded") {
+		t.Errorf("stderr %q", w)
+	}
+}
+
+// TestAuditPathMustBeARegularFile: --audit names a file wrap can append to
+// and sync. A device (/dev/null, /dev/stderr on a terminal), a pipe
+// (/dev/stderr under an MCP client) or a directory is refused at start,
+// exit 2, before the child is started.
+func TestAuditPathMustBeARegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	regular := writeFile(t, "audit.jsonl", "")
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(regular, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path string
+		want       int
+	}{
+		{"device", "/dev/null", ExitUsage},
+		{"fifo", fifo, ExitUsage},
+		{"directory", dir, ExitUsage},
+		{"symlink to a regular file", link, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := make(chan int, 1)
+			var errb syncbuf.Buffer
+			go func() {
+				done <- Run(append([]string{"--audit", tc.path, "--"}, childArgv(t, "exit", "0")...), strings.NewReader(""), io.Discard, &errb)
+			}()
+			var code int
+			select {
+			case code = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("wrap did not return (stderr %q)", errb.String())
+			}
+			if code != tc.want {
+				t.Errorf("exit %d, want %d; stderr %q", code, tc.want, errb.String())
+			}
+			started := strings.Contains(errb.String(), "child stderr line")
+			if tc.want == ExitUsage && (started || !strings.Contains(errb.String(), "not a regular file")) {
+				t.Errorf("stderr %q: want a clear error and no child", errb.String())
+			}
+		})
 	}
 }
 

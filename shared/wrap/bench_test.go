@@ -122,7 +122,7 @@ func BenchmarkDecide(b *testing.B) {
 			line := []byte(tc.line)
 			for b.Loop() {
 				g.recs = g.recs[:0]
-				g.decide(line, false)
+				g.decide(line, auditUp)
 			}
 		})
 	}

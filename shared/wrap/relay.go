@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"sync"
 
@@ -97,12 +98,12 @@ func refusalFrame(id json.RawMessage, w refusal.Word) []byte {
 // the tools/call requests on them, records every decision, and then
 // forwards or refuses. It is used by one goroutine.
 type gate struct {
-	policy     *Policy // never nil: emptyPolicy when nothing is enforced
-	enforce    bool    // policy came from --policy
-	audit      *auditLog
-	child      io.Writer
-	out        *clientOut
-	onAuditErr func(error)
+	policy  *Policy // never nil: emptyPolicy when nothing is enforced
+	enforce bool    // policy came from --policy
+	audit   *auditLog
+	child   io.Writer
+	out     *clientOut
+	warn    func(msg string) // audit trouble, for stderr; nil: dropped
 
 	// per batch, reused
 	recs    []Record
@@ -114,6 +115,7 @@ type effect struct {
 	forward []byte   // bytes for the child, nil for none
 	frames  [][]byte // refusal frames for the client
 	allowed bool     // forward carries at least one allowed call
+	down    int      // calls refused only because the audit is down
 }
 
 // maxBatch bounds how many buffered bytes one audit commit covers.
@@ -200,11 +202,11 @@ func (g *gate) chunk(chunk []byte) error {
 func (g *gate) batch(lines [][]byte) error {
 	g.recs, g.effects = g.recs[:0], g.effects[:0]
 	for _, line := range lines {
-		g.effects = append(g.effects, g.decide(line, false))
+		g.effects = append(g.effects, g.decide(line, auditUp))
 	}
 	if g.audit != nil && len(g.recs) > 0 {
-		if err := g.audit.commit(g.recs); err != nil {
-			g.failClosed(lines, err)
+		if written, err := g.audit.commit(g.recs); err != nil {
+			g.failClosed(lines, written, err)
 		}
 	}
 	var pend []byte // consecutive forwards, written together
@@ -230,10 +232,20 @@ func (g *gate) batch(lines [][]byte) error {
 	return flush()
 }
 
-// decide works out what one line does and queues its records. With
-// auditDown, the records are not queued and every call the verdict would
-// let through is refused with INTERNAL_ERROR.
-func (g *gate) decide(line []byte, auditDown bool) effect {
+// auditDown says how decide treats a line whose records could not be
+// committed.
+type auditDown int
+
+const (
+	auditUp       auditDown = iota // queue every record, act on the verdict
+	auditLost                      // nothing written: refuse what would go through, queue every record
+	auditUnsynced                  // written, not synced: refuse what would go through, queue only those refusals
+)
+
+// decide works out what one line does and queues its records. When the
+// audit is down, every call the verdict would let through is refused with
+// INTERNAL_ERROR instead (counted in effect.down).
+func (g *gate) decide(line []byte, down auditDown) effect {
 	calls, elems, callIdx := findCalls(line)
 	if len(calls) == 0 {
 		return effect{forward: line}
@@ -250,8 +262,11 @@ func (g *gate) decide(line []byte, auditDown bool) effect {
 		case g.enforce:
 			d = g.policy.Decide(c.tool)
 		}
-		if auditDown && !d.Refused {
+		changed := false
+		if down != auditUp && !d.Refused {
 			d = Decision{Refused: true, Word: refusal.InternalError, Rule: ruleAuditFailed}
+			changed = true
+			e.down++
 		}
 		r := Record{
 			Tool: c.tool, ID: c.id, ParamsHash: paramsHash(c.params),
@@ -264,7 +279,7 @@ func (g *gate) decide(line []byte, auditDown bool) effect {
 		} else {
 			e.allowed = true
 		}
-		if !auditDown {
+		if down != auditUnsynced || changed {
 			g.recs = append(g.recs, r)
 		}
 	}
@@ -309,18 +324,38 @@ func withoutRefused(line []byte, elems []json.RawMessage, callIdx []int, refused
 	return append(out, line[len(trimmed):]...)
 }
 
-// failClosed handles a batch whose records could not be made durable:
-// every call in it that was to be forwarded is refused instead, with
-// INTERNAL_ERROR, so no call reaches the child unrecorded. (Records of a
-// failed commit may or may not be on disk; the audit file may over-report,
-// never under-report.)
-func (g *gate) failClosed(lines [][]byte, err error) {
-	if g.onAuditErr != nil {
-		g.onAuditErr(err)
+// failClosed handles a batch whose records could not be committed: every
+// call in it that was to be forwarded is refused instead, with
+// INTERNAL_ERROR, so no call reaches the child unrecorded. Then it tries
+// to record those refusals (and, when nothing was written, the batch's
+// other refusals too), and says on stderr whether that worked. The file
+// may over-report (a record of an allowed call whose sync failed, next to
+// its refusal), never under-report a call the child received.
+func (g *gate) failClosed(lines [][]byte, written bool, err error) {
+	down := auditLost
+	if written {
+		down = auditUnsynced
 	}
+	g.recs = g.recs[:0]
+	n := 0
 	for i, e := range g.effects {
-		if e.allowed {
-			g.effects[i] = g.decide(lines[i], true)
+		if e.allowed || !written {
+			g.effects[i] = g.decide(lines[i], down)
+			n += g.effects[i].down
 		}
+	}
+	msg := fmt.Sprintf("%v: %d tools/call refused with INTERNAL_ERROR", err, n)
+	if len(g.recs) > 0 {
+		switch written, err := g.audit.commit(g.recs); {
+		case err == nil:
+			msg += "; the refusals are recorded"
+		case written:
+			msg += fmt.Sprintf("; the refusals are in the audit file but not synced (%v)", err)
+		default:
+			msg += fmt.Sprintf("; the refusals are NOT recorded (%v)", err)
+		}
+	}
+	if g.warn != nil {
+		g.warn(msg)
 	}
 }

@@ -91,9 +91,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}()
 		g.audit = a
-		g.onAuditErr = func(err error) {
-			fmt.Fprintf(stderr, "aegis wrap: audit: %v; tools/call refused until records can be written\n", err)
-		}
+		g.warn = func(msg string) { fmt.Fprintf(stderr, "aegis wrap: audit: %s\n", msg) }
+		a.warn = g.warn
 	}
 
 	cmd := exec.Command(argv[0], argv[1:]...)
