@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -132,6 +133,11 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 func (g *Gateway) callParams(ep endpoint, c *pipeline.Call) *refusal.Refusal {
 	if len(c.Params) == 0 || c.Params[0] != '{' {
 		return refusal.New(refusal.InvalidParams, "Invalid params: tools/call needs an object with a name")
+	}
+	if k, dup := jsonrpc.DuplicateKey(c.Params); dup {
+		// The gateway reads the first of two "name"s, an upstream may run the
+		// last: a call must not be checked as one thing and run as another.
+		return refusal.New(refusal.InvalidParams, "Invalid params: duplicate key "+quoteKey(k)+" (parsers disagree on which one counts)")
 	}
 	name, ok := jsonrpc.StringMember(c.Params, "name")
 	if !ok || name == "" {
@@ -266,4 +272,12 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o pipeline.Outcom
 	if err := g.o.Audit.Write(context.WithoutCancel(ctx), rec); err != nil {
 		g.o.Logger.ErrorContext(ctx, "audit write failed; record kept in this log line", "record", rec, "err", err)
 	}
+}
+
+// quoteKey quotes a client's key for an error message, cut to 64 runes.
+func quoteKey(k string) string {
+	if r := []rune(k); len(r) > 64 {
+		k = string(r[:64]) + "…"
+	}
+	return strconv.Quote(k)
 }

@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -115,4 +116,45 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("invalid result frame %q", frame)
 		}
 	})
+}
+
+func TestDuplicateKey(t *testing.T) {
+	many := func(n, dupAt int) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			k := i
+			if i == dupAt {
+				k = 3
+			}
+			fmt.Fprintf(&b, `"k%d":%d`, k, i)
+		}
+		return b.String() + "}"
+	}
+	for _, c := range []struct {
+		in   string
+		dup  string
+		want bool
+	}{
+		{`{}`, "", false},
+		{`{"a":1,"b":2}`, "", false},
+		{`{"name":"echo","name":"transfer"}`, "name", true},
+		{`{"name":"echo","na\u006de":"transfer"}`, "name", true},
+		{`{"a":{"x":1,"y":{"z":1,"z":2}}}`, "z", true},
+		{`{"a":[1,{"q":1},{"q":1,"q":2}]}`, "q", true},
+		{`[{"a":1},{"a":1}]`, "", false}, // the same key in two objects is fine
+		{`{"a":{"a":{"a":1}}}`, "", false},
+		{`"x"`, "", false},
+		{many(100, -1), "", false},
+		{many(40, 30), "k3", true}, // past the small-set threshold
+		{many(10, 8), "k3", true},
+	} {
+		dup, ok := DuplicateKey(json.RawMessage(c.in))
+		if dup != c.dup || ok != c.want {
+			t.Errorf("DuplicateKey(%.60s) = %q, %v; want %q, %v", c.in, dup, ok, c.dup, c.want)
+		}
+	}
 }
