@@ -23,6 +23,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/quota"
 	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/telemetry"
 	"github.com/aegis-gw/aegis/shared/wiring"
 )
 
@@ -59,7 +60,9 @@ func runServe(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// The same logger as the Lambda functions: correlation ids from the
+	// context, and credential-named attributes redacted.
+	log := telemetry.NewLogger(os.Stderr, slog.LevelInfo)
 	if *pprofAddr != "" {
 		if err := startPprof(*pprofAddr); err != nil {
 			fmt.Fprintln(os.Stderr, "aegis serve:", err)

@@ -16,6 +16,7 @@ type Store struct {
 	tenants  map[string]tenantRec
 	keys     map[string]keyRec
 	sessions map[string]sessionRec
+	sweep    sessionSweep                // session.go, under mu
 	stops    map[stopKey]killswitch.Stop // killswitch.go, under mu
 
 	counters  counters     // counters.go, own lock

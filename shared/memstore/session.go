@@ -13,6 +13,16 @@ type sessionRec = session.Record
 
 func sessionKey(tenant, id string) string { return tenant + "\x00" + id }
 
+// sessionSweep forgets expired sessions, which DynamoDB's TTL does for the
+// other store: every sweepEvery creations (counters.go), the records expired under the
+// limits the last Touch used (and time of that Touch) are dropped, so that
+// a client minting a session per call cannot grow the process without end.
+type sessionSweep struct {
+	creates int
+	limits  session.Limits
+	now     time.Time
+}
+
 // Create implements session.Store.
 func (s *Store) Create(_ context.Context, r session.Record) error {
 	s.mu.Lock()
@@ -20,6 +30,13 @@ func (s *Store) Create(_ context.Context, r session.Record) error {
 	k := sessionKey(r.Tenant, r.ID)
 	if _, ok := s.sessions[k]; ok {
 		return store.ErrConflict
+	}
+	if s.sweep.creates++; s.sweep.creates%sweepEvery == 0 && s.sweep.limits != (session.Limits{}) {
+		for key, old := range s.sessions {
+			if s.sweep.limits.Expired(old, s.sweep.now) {
+				delete(s.sessions, key)
+			}
+		}
 	}
 	r.Upstream = maps.Clone(r.Upstream)
 	s.sessions[k] = r
@@ -30,6 +47,7 @@ func (s *Store) Create(_ context.Context, r session.Record) error {
 func (s *Store) Touch(_ context.Context, tenant, id string, now time.Time, l session.Limits) (session.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.sweep.limits, s.sweep.now = l, now
 	k := sessionKey(tenant, id)
 	r, ok := s.sessions[k]
 	if !ok || l.Expired(r, now) {
