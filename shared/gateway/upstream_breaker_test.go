@@ -299,3 +299,37 @@ func TestIdempotencyAfterTimeoutGoesUpstreamAgain(t *testing.T) {
 		t.Fatal("key not forwarded on the retry")
 	}
 }
+
+// An open circuit keeps protecting a dead upstream after the tool catalog
+// has gone stale: routing keeps the last list it had when a re-list fails
+// (and tries again at most every route.MinRefresh), so the breaker answers
+// -32063 instead of each call re-listing the dead upstream and getting
+// -32000 (with a hanging upstream, twice UPSTREAM_TIMEOUT_SECS per call).
+func TestOpenCircuitWithStaleCatalog(t *testing.T) {
+	up := startRaw(t, okCall("fine"))
+	e := newUpEnv(t, up.URL, upOpts{settings: func(s *config.Settings) {
+		s.CircuitFailureThreshold = 3
+		s.CircuitCooldown = 10 * time.Minute
+	}})
+	if r := e.invoke(t, "work", `{}`); r.code() != 0 {
+		t.Fatalf("warm-up: %s", r.Raw)
+	}
+	up.down.Store(true)
+	for i := range 3 {
+		if r := e.invoke(t, "work", `{}`); r.code() != -32000 {
+			t.Fatalf("failure %d: %s", i, r.Raw)
+		}
+	}
+	e.Clock.Advance(2 * time.Minute) // past the catalog's one-minute TTL
+	before := up.requests.Load()
+	for i := range 3 {
+		r := e.invoke(t, "work", `{}`)
+		if r.code() != -32063 {
+			t.Fatalf("call %d with the circuit open and the catalog stale: %s; want -32063", i, r.Raw)
+		}
+	}
+	// One re-list attempt at most (it failed; the next is MinRefresh away).
+	if n := up.requests.Load() - before; n > 3 {
+		t.Fatalf("the dead upstream got %d requests from 3 refused calls; want at most one re-list (discover, initialize)", n)
+	}
+}

@@ -40,6 +40,9 @@ type rawUpstream struct {
 	calls atomic.Int64
 	// initDelay (nanoseconds) holds every initialize answer back that long.
 	initDelay atomic.Int64
+	// down makes every request, of any method, a 502; requests counts them all.
+	down     atomic.Bool
+	requests atomic.Int64
 	mu        sync.Mutex
 	onCall    func(w http.ResponseWriter, r *http.Request, body []byte)
 	seen      []http.Header // headers of each tools/call
@@ -80,6 +83,11 @@ func (u *rawUpstream) lastCall() (http.Header, []byte) {
 
 func (u *rawUpstream) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	u.requests.Add(1)
+	if u.down.Load() {
+		http.Error(w, "down", http.StatusBadGateway)
+		return
+	}
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`

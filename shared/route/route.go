@@ -65,7 +65,12 @@ type view struct {
 
 type cached struct {
 	tools   []Tool
-	fetched time.Time
+	fetched time.Time // when tools were listed
+	// failed is when the last re-list failed, err its error: until
+	// MinRefresh has passed, nobody lists again, and the last good tools
+	// (if any) keep being served.
+	failed time.Time
+	err    error
 }
 
 // MinRefresh bounds how often a miss may refetch one server's list.
@@ -78,22 +83,42 @@ func NewCatalog(reg registry.Reader, lister Lister, ttl time.Duration, now func(
 
 func cacheKey(s *registry.Server) serverKey { return serverKey{s.Tenant, s.Name, s.URL} }
 
-// tools returns srv's tools, from cache unless older than maxAge.
+// tools returns srv's tools, from cache unless older than maxAge. When a
+// re-list fails, the last good list is kept and served (stale beats none:
+// an upstream that cannot list its tools is down, and the breaker, not
+// routing, is the check that answers for a down upstream), and no listing
+// is tried again for MinRefresh, so a dead upstream is not hit by every
+// call. With no good list yet, the failure is returned for MinRefresh.
 func (c *Catalog) tools(ctx context.Context, srv *registry.Server, maxAge time.Duration) ([]Tool, error) {
 	k := cacheKey(srv)
+	now := c.now()
 	c.mu.Lock()
 	e, ok := c.entries[k]
 	c.mu.Unlock()
-	if ok && c.now().Sub(e.fetched) < maxAge {
+	switch {
+	case ok && e.tools != nil && now.Sub(e.fetched) < maxAge:
 		return e.tools, nil
+	case ok && !e.failed.IsZero() && now.Sub(e.failed) < MinRefresh:
+		if e.tools != nil {
+			return e.tools, nil
+		}
+		return nil, e.err
 	}
 	tools, err := c.lister.ListTools(ctx, srv)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err != nil {
+		e.failed, e.err = c.now(), err
+		c.entries[k] = e
+		if e.tools != nil {
+			return e.tools, nil
+		}
 		return nil, err
 	}
-	c.mu.Lock()
+	if tools == nil {
+		tools = []Tool{}
+	}
 	c.entries[k] = cached{tools: tools, fetched: c.now()}
-	c.mu.Unlock()
 	return tools, nil
 }
 

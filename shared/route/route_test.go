@@ -3,6 +3,7 @@ package route
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -27,10 +28,14 @@ func (r *regFake) Servers(context.Context, string) ([]registry.Server, error) {
 type listerFake struct {
 	tools map[string][]string // server name → tool names
 	calls int
+	fail  error // when set, every listing fails with it
 }
 
 func (l *listerFake) ListTools(_ context.Context, srv *registry.Server) ([]Tool, error) {
 	l.calls++
+	if l.fail != nil {
+		return nil, l.fail
+	}
 	var out []Tool
 	for _, n := range l.tools[srv.Name] {
 		out = append(out, Tool{Name: n, Def: json.RawMessage(`{"name":"` + n + `"}`)})
@@ -83,5 +88,60 @@ func TestCatalogViewIsReusedAndInvalidated(t *testing.T) {
 	resolve("x")
 	if l.calls <= calls {
 		t.Fatal("lists not refetched after the TTL")
+	}
+}
+
+// A failed re-list keeps the last good list and is not tried again before
+// MinRefresh; with no good list, the failure itself is kept as long.
+func TestCatalogKeepsStaleListWhenRelistFails(t *testing.T) {
+	now := time.Unix(1000, 0)
+	reg := &regFake{servers: []registry.Server{{Tenant: "a", Name: "one", URL: "https://one"}}}
+	l := &listerFake{tools: map[string][]string{"one": {"x"}}}
+	c := NewCatalog(reg, l, time.Minute, func() time.Time { return now })
+	ctx := context.Background()
+	resolve := func() (bool, []error) {
+		t.Helper()
+		_, ok, errs, err := c.Resolve(ctx, "a", "", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok, errs
+	}
+	if ok, _ := resolve(); !ok || l.calls != 1 {
+		t.Fatalf("first resolve: %v, %d listings", ok, l.calls)
+	}
+	l.fail = errors.New("upstream down")
+	now = now.Add(2 * time.Minute)
+	for range 5 {
+		if ok, errs := resolve(); !ok || len(errs) != 0 {
+			t.Fatalf("stale list not served: %v %v", ok, errs)
+		}
+	}
+	if l.calls != 2 {
+		t.Fatalf("%d listings; want 2 (one failed re-list, then none for MinRefresh)", l.calls)
+	}
+	now = now.Add(MinRefresh)
+	resolve()
+	if l.calls != 3 {
+		t.Fatalf("%d listings after MinRefresh; want 3", l.calls)
+	}
+	l.fail = nil
+	now = now.Add(MinRefresh)
+	resolve()
+	if l.calls != 4 {
+		t.Fatalf("%d listings once the upstream is back; want 4", l.calls)
+	}
+
+	// A server never listed: the failure is answered (and kept) for MinRefresh.
+	reg.servers = append(reg.servers, registry.Server{Tenant: "a", Name: "two", URL: "https://two"})
+	l.fail = errors.New("upstream down")
+	calls := l.calls
+	for range 3 {
+		if _, errs, _ := c.View(ctx, "a", "two"); len(errs) != 1 {
+			t.Fatalf("want the listing error reported: %v", errs)
+		}
+	}
+	if l.calls != calls+1 {
+		t.Fatalf("%d listings of a failing new server; want 1 within MinRefresh", l.calls-calls)
 	}
 }
