@@ -7,10 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -46,6 +51,18 @@ func runRole(role string, args []string) int {
 		return mirror(args)
 	case "mcpserver":
 		return mcpServer(args)
+	case "forker":
+		return forker(args)
+	case "sleeper":
+		// Writes its pid to args[0] and sleeps: a grandchild that only a
+		// signal to its process group can end.
+		if err := os.WriteFile(args[0], []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+			return 98
+		}
+		time.Sleep(time.Hour)
+		return 0
+	case "ttychild":
+		return ttyChild()
 	case "exit":
 		var n int
 		fmt.Sscan(args[0], &n)
@@ -115,6 +132,42 @@ func mcpServer(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// forker is a child that starts a grandchild (the sleeper role, pid file
+// args[0]) and waits for it, as `sh -c 'sleep 27; echo after'` does.
+func forker(args []string) int {
+	self, err := os.Executable()
+	if err != nil {
+		return 98
+	}
+	cmd := exec.Command(self, roleFlag+"sleeper", args[0])
+	if err := cmd.Start(); err != nil {
+		return 97
+	}
+	_ = cmd.Wait()
+	return 0
+}
+
+// ttyChild echoes every line of stdin and prints "SIGINT" for each SIGINT
+// it receives; 300 ms after the first one it exits with status 7.
+func ttyChild() int {
+	ints := make(chan os.Signal, 8)
+	signal.Notify(ints, syscall.SIGINT)
+	go func() {
+		_, _ = io.Copy(os.Stdout, os.Stdin)
+	}()
+	<-ints
+	fmt.Println("SIGINT")
+	deadline := time.After(300 * time.Millisecond)
+	for {
+		select {
+		case <-ints:
+			fmt.Println("SIGINT")
+		case <-deadline:
+			return 7
+		}
+	}
 }
 
 // self is the path of the test binary.

@@ -97,7 +97,6 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = childAttr()
 	// With nothing to decide or record and real files at both ends (the
 	// CLI), the child inherits them: the client talks to it with no relay
 	// at all, which is as transparent as an interposer can be. Otherwise
@@ -105,6 +104,10 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	inF, inOK := stdin.(*os.File)
 	outF, outOK := stdout.(*os.File)
 	direct := !g.enforce && g.audit == nil && inOK && outOK
+	// The child leads its own process group, which gets every forwarded
+	// signal, unless it is handed a terminal to read (see childAttr).
+	ownGroup := !(direct && isTerminal(inF))
+	cmd.SysProcAttr = childAttr(ownGroup)
 	var childStdin, childIn, childOut, childStdout *os.File
 	if direct {
 		cmd.Stdin, cmd.Stdout = inF, outF
@@ -144,7 +147,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		for {
 			select {
 			case s := <-sigs:
-				_ = cmd.Process.Signal(s)
+				signalChild(cmd.Process, s, ownGroup)
 			case <-done:
 				return
 			}

@@ -9,4 +9,6 @@ import (
 
 var forwardedSignals = []os.Signal{os.Interrupt}
 
-func childAttr() *syscall.SysProcAttr { return nil }
+func childAttr(bool) *syscall.SysProcAttr { return nil }
+
+func signalChild(p *os.Process, s os.Signal, _ bool) { _ = p.Signal(s) }

@@ -14,7 +14,34 @@ var forwardedSignals = []os.Signal{
 	syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGWINCH,
 }
 
-// childAttr puts the child in its own process group: a terminal's ^C then
-// reaches wrap alone, which forwards it once, instead of the child getting
-// it twice (from the terminal and from wrap).
-func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+// childAttr says where the child runs. With ownGroup it leads a process
+// group of its own, which wrap signals as a whole (signalChild): whatever
+// the child starts gets the signal too, and a terminal's ^C reaches wrap
+// alone (the child's group is not the terminal's foreground group), which
+// forwards it once. Without, the child stays in wrap's group: that is for
+// a child whose stdin is a terminal, which it may only read from the
+// foreground group (a background read stops it with SIGTTIN).
+func childAttr(ownGroup bool) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: ownGroup}
+}
+
+// signalChild forwards s to the child: to its whole process group when it
+// leads one, else to the child alone. In wrap's own group the terminal
+// already delivered the signals it generates (^C, ^\, a window resize) to
+// every process of the group, the child included, so those are not sent
+// a second time.
+func signalChild(p *os.Process, s os.Signal, ownGroup bool) {
+	sig, ok := s.(syscall.Signal)
+	if !ok {
+		return
+	}
+	if ownGroup {
+		_ = syscall.Kill(-p.Pid, sig)
+		return
+	}
+	switch sig {
+	case syscall.SIGINT, syscall.SIGQUIT, syscall.SIGWINCH:
+		return
+	}
+	_ = p.Signal(sig)
+}

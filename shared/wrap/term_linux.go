@@ -1,0 +1,5 @@
+package wrap
+
+import "syscall"
+
+const ioctlReadTermios = syscall.TCGETS

@@ -1,0 +1,115 @@
+package wrap
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/aegis-gw/aegis/internal/syncbuf"
+)
+
+// TestTerminal: wrap run from a terminal, as a person debugging a server
+// does. The child can read the terminal (before, in default mode it sat in
+// a background process group and was stopped by SIGTTIN on its first
+// read), and a ^C typed once reaches it exactly once: from the terminal
+// when the child shares wrap's foreground group, from wrap when it has its
+// own group.
+func TestTerminal(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"default", nil},
+		{"policy", []string{"--policy", "POLICY"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			master, slave := openPty(t)
+			args := []string{roleFlag + "wrap"}
+			for _, f := range tc.flags {
+				if f == "POLICY" {
+					f = writeFile(t, "policy.yaml", testPolicy)
+				}
+				args = append(args, f)
+			}
+			args = append(append(args, "--"), childArgv(t, "ttychild")...)
+			cmd := exec.Command(self(t), args...)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			slave.Close()
+			var screen syncbuf.Buffer
+			go func() { _, _ = io.Copy(&screen, master) }() // ends with EIO when the session is gone
+			waitErr := make(chan error, 1)
+			go func() { waitErr <- cmd.Wait() }()
+			t.Cleanup(func() {
+				_ = cmd.Process.Kill()
+				<-waitErr
+				master.Close()
+			})
+
+			ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+			if _, err := io.WriteString(master, ping+"\n"); err != nil {
+				t.Fatal(err)
+			}
+			// The terminal echoes the line once; the child's answer is the second copy.
+			waitFor(t, &screen, func(s string) bool { return strings.Count(s, ping) >= 2 }, "the child's echo of the line")
+			if _, err := master.Write([]byte{3}); err != nil { // ^C
+				t.Fatal(err)
+			}
+			select {
+			case <-waitErr:
+				waitErr <- nil
+			case <-time.After(10 * time.Second):
+				t.Fatalf("wrap did not exit after ^C; screen %q", screen.String())
+			}
+			if got := cmd.ProcessState.ExitCode(); got != 7 {
+				t.Errorf("wrap exited %d, want the child's 7; screen %q", got, screen.String())
+			}
+			waitFor(t, &screen, func(s string) bool { return strings.Contains(s, "SIGINT") }, "SIGINT")
+			if n := strings.Count(screen.String(), "SIGINT"); n != 1 {
+				t.Errorf("the child got ^C %d times, want once; screen %q", n, screen.String())
+			}
+		})
+	}
+}
+
+func waitFor(t *testing.T, b *syncbuf.Buffer, ok func(string) bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !ok(b.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s on the terminal; screen %q", what, b.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// openPty opens a new pseudo-terminal pair.
+func openPty(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals: %v", err)
+	}
+	var unlock int32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); e != 0 {
+		t.Fatal(e)
+	}
+	var n uint32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, m.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); e != 0 {
+		t.Fatal(e)
+	}
+	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(int(n)), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, s
+}
