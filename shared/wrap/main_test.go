@@ -75,7 +75,12 @@ func runRole(role string, args []string) int {
 
 // mirror is the byte-for-byte child: it appends every chunk it reads to the
 // file args[0] (what the child received), then writes it back unchanged.
+// At the end of its stdin it exits with status args[1] (default 0).
 func mirror(args []string) int {
+	status := 0
+	if len(args) > 1 {
+		status, _ = strconv.Atoi(args[1])
+	}
 	var seen *os.File
 	if len(args) > 0 && args[0] != "" {
 		f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
@@ -98,7 +103,7 @@ func mirror(args []string) int {
 			}
 		}
 		if err != nil {
-			return 0
+			return status
 		}
 	}
 }

@@ -50,8 +50,10 @@ See docs/wrap.md.
 
 // Run is `aegis wrap ARGS...`: args are what follows the word "wrap". It
 // returns the process exit code. Run installs signal handlers for its
-// duration and forwards those signals to the child.
+// duration and forwards those signals to the child; a SIGPIPE is caught,
+// so that a client that closes its end of stdout does not kill wrap.
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	defer catchSIGPIPE()()
 	fs := flag.NewFlagSet("aegis wrap", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }

@@ -4,6 +4,7 @@ package wrap
 
 import (
 	"os"
+	"os/signal"
 	"syscall"
 )
 
@@ -44,4 +45,16 @@ func signalChild(p *os.Process, s os.Signal, ownGroup bool) {
 		return
 	}
 	_ = p.Signal(sig)
+}
+
+// catchSIGPIPE makes a write to a closed stdout or stderr an error that
+// wrap handles (it drains the child and exits with the child's status)
+// instead of the Go runtime killing wrap with SIGPIPE, which would also
+// skip the audit file's final sync. It catches the signal rather than
+// ignoring it because an ignored signal stays ignored in the child, which
+// must start with the default. The returned func undoes it.
+func catchSIGPIPE() (stop func()) {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGPIPE)
+	return func() { signal.Stop(c) }
 }
