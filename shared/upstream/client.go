@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -85,7 +86,7 @@ type (
 	// HTTPError: the upstream answered with a non-2xx status.
 	HTTPError struct {
 		Status int
-		Body   string // first bytes of the body, for the capped detail
+		Body   string // the first 512 bytes of the body, the credential removed before the cut and at it
 	}
 	// ProtocolError: the answer could not be read as a JSON-RPC response,
 	// or the connection broke after the request was sent.
@@ -186,6 +187,10 @@ func (c *Client) Send(ctx context.Context, ex *Exchange) (*jsonrpc.Response, htt
 			return nil, nil, &CredentialError{Ref: cr.Ref}
 		}
 		v, err := c.Creds.Resolve(ctx, cr.Ref)
+		// net/http trims a header value when it writes it, and refuses one
+		// that ends in a newline (a secret file's last line): trim it here,
+		// so the value sent and the value scrubbed are the same.
+		v = textproto.TrimString(v)
 		if err != nil || v == "" {
 			return nil, nil, &CredentialError{Ref: cr.Ref}
 		}
@@ -218,6 +223,14 @@ func (c *Client) Send(ctx context.Context, ex *Exchange) (*jsonrpc.Response, htt
 type injected struct {
 	header, value string
 	scrub         Scrubber
+}
+
+// scrubber is in's Scrubber; nil (no credential) removes nothing.
+func (in *injected) scrubber() Scrubber {
+	if in == nil {
+		return Scrubber{}
+	}
+	return in.scrub
 }
 
 // scrubAnswer removes the credential from a response and from error details.
@@ -323,11 +336,16 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 		return nil, resp.Header, &SessionLost{}
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		// Read past the part kept by as much as one form of the
+		// credential can take, so that a form starting in the kept part
+		// is read whole and scrubbed before the cut.
+		sc := cred.scrubber()
+		limit := errorBodyBytes + sc.span()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 		if ctx.Err() != nil && parent.Err() == nil {
 			return nil, nil, &TimeoutError{After: c.Timeout}
 		}
-		return nil, resp.Header, &HTTPError{Status: resp.StatusCode, Body: string(snippet)}
+		return nil, resp.Header, &HTTPError{Status: resp.StatusCode, Body: string(sc.cut(b, errorBodyBytes, len(b) > limit))}
 	}
 	if ex.ID == nil { // notification: 202 expected, body ignored
 		return nil, resp.Header, nil
@@ -341,7 +359,7 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 	}
 	r, ok := jsonrpc.DecodeResponse(raw)
 	if !ok {
-		return nil, resp.Header, &ProtocolError{Detail: "upstream answer is not a JSON-RPC response: " + snippet(raw)}
+		return nil, resp.Header, &ProtocolError{Detail: "upstream answer is not a JSON-RPC response: " + snippet(cred.scrubber(), raw, len(raw) >= MaxResponseBytes)}
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		// The answer came before the stream's end (the server writes its
@@ -373,13 +391,19 @@ func serverClosedIdle(err error) bool {
 	return strings.Contains(err.Error(), "server closed idle connection")
 }
 
-// snippet is the start of an unreadable answer, for the capped detail.
-func snippet(b []byte) string {
-	const n = 120
-	if len(b) > n {
-		b = b[:n]
-	}
-	return strings.ToValidUTF8(string(b), "?")
+// Sizes of the upstream text quoted in errors: the start of a non-2xx
+// body (HTTPError.Body), and of an answer that is not JSON-RPC
+// (ProtocolError.Detail).
+const (
+	errorBodyBytes = 512
+	snippetBytes   = 120
+)
+
+// snippet is the start of an unreadable answer b, for the capped detail,
+// with the credential removed before the cut and after it (Scrubber.cut);
+// more is whether b was itself cut short by the read limit.
+func snippet(sc Scrubber, b []byte, more bool) string {
+	return strings.ToValidUTF8(string(sc.cut(b, snippetBytes, more)), "?")
 }
 
 // readAnswer returns the JSON-RPC response for id from a JSON or SSE body.
