@@ -194,6 +194,14 @@ func TestUpstreamResetAfterRequestSent(t *testing.T) {
 	if n := up.calls.Load(); n != 1 {
 		t.Errorf("upstream saw %d tools/call; want 1 (the request left: not retried)", n)
 	}
+	// With an Idempotency-Key too: net/http would replay a request it
+	// considers idempotent (a body it can rewind, an Idempotency-Key
+	// header) after such a reset on a reused connection, behind aegis's
+	// back. The call ran once; it must be sent once.
+	checkUpstreamError(t, e, e.invoke(t, "work", `{}`, "Idempotency-Key", "k-1"), "after the request was sent")
+	if n := up.calls.Load(); n != 2 {
+		t.Errorf("upstream saw %d tools/call; want 2 (one per call: a call with a key is not re-sent either)", n)
+	}
 }
 
 func TestUpstreamIdleConnClosed(t *testing.T) {

@@ -294,6 +294,11 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 	if err != nil {
 		return nil, nil, &ProtocolError{Detail: "bad upstream URL"}
 	}
+	// No rewindable body: net/http would otherwise re-send a request it
+	// deems idempotent (one with an Idempotency-Key header) after a reset
+	// on a reused connection, though the upstream may have run it. Retries
+	// are this package's alone, and only for requests that never left.
+	req.GetBody = nil
 	h := req.Header
 	for k, v := range ex.Header {
 		h[k] = v
