@@ -43,10 +43,10 @@ type rawUpstream struct {
 	// down makes every request, of any method, a 502; requests counts them all.
 	down     atomic.Bool
 	requests atomic.Int64
-	mu        sync.Mutex
-	onCall    func(w http.ResponseWriter, r *http.Request, body []byte)
-	seen      []http.Header // headers of each tools/call
-	bodies    [][]byte
+	mu       sync.Mutex
+	onCall   func(w http.ResponseWriter, r *http.Request, body []byte)
+	seen     []http.Header // headers of each tools/call
+	bodies   [][]byte
 }
 
 // requestOf reads the id of a JSON-RPC request a test upstream received.
