@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"strconv"
 	"testing"
 	"time"
 
@@ -51,8 +52,9 @@ const (
 	traceID = "4bf92f3577b34da6a3ce929d0e0e4736" // initialize's traceparent: the correlation id
 
 	// perSession is RATE_LIMIT_PER_SESSION: low, so that rlSession is
-	// seeded full with a few writes. No session makes more tools/call.
-	perSession = 3
+	// seeded full with a few writes, and above what any one window sees:
+	// the events' sessionless calls all count in the acme key's window.
+	perSession = 12
 	// freeQuota is QUOTA_FREE: the "capped" tenant is free tier, seeded at
 	// its limit.
 	freeQuota = 2
@@ -156,7 +158,7 @@ func functionEnv(db dynamotest.Env, extra map[string]string) map[string]string {
 		"AWS_EC2_METADATA_DISABLED": "true",
 		"AEGIS_STATE_TABLE":         db.Tables.State,
 		"AEGIS_AUDIT_TABLE":         db.Tables.Audit,
-		"RATE_LIMIT_PER_SESSION":    "3",
+		"RATE_LIMIT_PER_SESSION":    strconv.Itoa(perSession),
 		"RATE_LIMIT_PER_TOOL":       "0",
 		"BILLING_ENABLED":           "1",
 		"BILLING_ENFORCE":           "1",

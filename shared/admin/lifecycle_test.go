@@ -196,7 +196,7 @@ func TestLifecycle(t *testing.T) {
 	}
 	it := list.Approvals[0]
 	if it.Tenant != "acme" || it.Caller != "agent-1" || it.Server != "payments" || it.Tool != "transfer" ||
-		string(it.Params) != `{"amount":5,"to":"acct-1"}` || !it.Expires.Equal(it.Created.Add(ttl)) {
+		string(it.Params) != `{"to":"acct-1","amount":5}` || !it.Expires.Equal(it.Created.Add(ttl)) {
 		t.Fatalf("listed item = %+v", it)
 	}
 
