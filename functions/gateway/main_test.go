@@ -6,8 +6,8 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
