@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aegis-gw/aegis/internal/syncbuf"
 )
@@ -197,6 +198,14 @@ func TestAuditSyncErrorIsNotPermanent(t *testing.T) {
 	r := newRig(t, a, "")
 	r.send(t, callLine(1, "echo"))
 	<-failed // the background sync of record 1 failed
+	// The failure is reported as soon as the sync returns (wait for that,
+	// not just for the sync: the report follows it on the same goroutine).
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(r.warns.String(), "input/output error"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr %q should report the failed sync", r.warns.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	r.send(t, callLine(2, "echo"))
 	r.send(t, callLine(3, "echo"))
 	if want := callLine(1, "echo") + callLine(2, "echo") + callLine(3, "echo"); r.child.String() != want {
