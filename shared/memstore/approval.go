@@ -57,24 +57,18 @@ func (s *Store) HoldApproval(_ context.Context, cand approval.Approval, now time
 
 // ConsumeApproval implements approval.Store.
 func (s *Store) ConsumeApproval(_ context.Context, ap approval.Approval, now time.Time) (approval.Approval, error) {
-	a := &s.approvals
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.failed != nil {
-		return approval.Approval{}, a.failed
-	}
-	a.init()
-	cur, ok := a.slots[ap.Slot()]
-	if !ok || cur.ID != ap.ID || cur.Status != approval.Approved || !now.Before(cur.Expires) {
-		return approval.Approval{}, store.ErrConflict
-	}
-	cur.Status, cur.ConsumedAt = approval.Consumed, now.UTC()
-	a.slots[ap.Slot()] = cur
-	return clone(cur), nil
+	return s.moveSlot(ap, approval.Approved, approval.Consumed, now.UTC(), now)
 }
 
 // ReleaseApproval implements approval.Store.
 func (s *Store) ReleaseApproval(_ context.Context, ap approval.Approval, now time.Time) (approval.Approval, error) {
+	return s.moveSlot(ap, approval.Consumed, approval.Approved, time.Time{}, now)
+}
+
+// moveSlot changes ap's status from one to another (stamping ConsumedAt)
+// iff ap is still its slot's current approval, in status from, and not
+// expired at now; store.ErrConflict otherwise.
+func (s *Store) moveSlot(ap approval.Approval, from, to approval.Status, consumedAt, now time.Time) (approval.Approval, error) {
 	a := &s.approvals
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -83,10 +77,10 @@ func (s *Store) ReleaseApproval(_ context.Context, ap approval.Approval, now tim
 	}
 	a.init()
 	cur, ok := a.slots[ap.Slot()]
-	if !ok || cur.ID != ap.ID || cur.Status != approval.Consumed || !now.Before(cur.Expires) {
+	if !ok || cur.ID != ap.ID || cur.Status != from || !now.Before(cur.Expires) {
 		return approval.Approval{}, store.ErrConflict
 	}
-	cur.Status, cur.ConsumedAt = approval.Approved, time.Time{}
+	cur.Status, cur.ConsumedAt = to, consumedAt
 	a.slots[ap.Slot()] = cur
 	return clone(cur), nil
 }
