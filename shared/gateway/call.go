@@ -139,6 +139,15 @@ func (g *Gateway) callParams(ep endpoint, c *pipeline.Call) *refusal.Refusal {
 		// last: a call must not be checked as one thing and run as another.
 		return refusal.New(refusal.InvalidParams, "Invalid params: duplicate key "+quoteKey(k)+" (parsers disagree on which one counts)")
 	}
+	var odd string // a member a lenient decoder takes for one we read, spelled otherwise
+	jsonrpc.Members(c.Params, func(k string, _ json.RawMessage) {
+		if odd == "" && k != callMembers[jsonrpc.Fold(k)] && callMembers[jsonrpc.Fold(k)] != "" {
+			odd = k
+		}
+	})
+	if odd != "" {
+		return refusal.New(refusal.InvalidParams, "Invalid params: "+quoteKey(odd)+" must be spelled "+strconv.Quote(callMembers[jsonrpc.Fold(odd)]))
+	}
 	name, ok := jsonrpc.StringMember(c.Params, "name")
 	if !ok || name == "" {
 		return refusal.New(refusal.InvalidParams, `Invalid params: "name" must be a non-empty string`)
@@ -273,6 +282,18 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o pipeline.Outcom
 		g.o.Logger.ErrorContext(ctx, "audit write failed; record kept in this log line", "record", rec, "err", err)
 	}
 }
+
+// callMembers are the tools/call params members the gateway reads, by their
+// folded spelling. An upstream decoding into structs (Go's encoding/json)
+// reads "Name" or "ARGUMENTS" as these; the gateway, reading exactly, would
+// not: the call would be checked without them and run with them.
+var callMembers = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"name", "arguments", "server", "_meta"} {
+		m[jsonrpc.Fold(k)] = k
+	}
+	return m
+}()
 
 // quoteKey quotes a client's key for an error message, cut to 64 runes.
 func quoteKey(k string) string {

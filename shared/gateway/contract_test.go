@@ -62,6 +62,9 @@ func TestJSONRPCEdgeCases(t *testing.T) {
 		{"tools/call with numeric server", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","server":1}}`, 200, -32602, `9`},
 		{"tools/call with two names", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","name":"transfer"}}`, 200, -32602, `9`},
 		{"tools/call with a name spelled twice", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","na\u006de":"transfer"}}`, 200, -32602, `9`},
+		{"tools/call with name in two cases", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","Name":"transfer"}}`, 200, -32602, `9`},
+		{"tools/call with Arguments", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","Arguments":{"message":"x"}}}`, 200, -32602, `9`},
+		{"tools/call with argumentſ", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","argumentſ":{"message":"x"}}}`, 200, -32602, `9`},
 		{"tools/call with a duplicate argument", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"message":"a","message":"b"}}}`, 200, -32602, `9`},
 	}
 	for _, tc := range tests {

@@ -148,6 +148,12 @@ func TestDuplicateKey(t *testing.T) {
 		{`[{"a":1},{"a":1}]`, "", false}, // the same key in two objects is fine
 		{`{"a":{"a":{"a":1}}}`, "", false},
 		{`"x"`, "", false},
+		{`{"name":"work","Name":"other"}`, "Name", true},                    // Go's encoding/json: one field
+		{`{"arguments":{},"argumentſ":{"amount":1}}`, "argumentſ", true},  // ſ folds to s
+		{`{"kind":1,"\u212aind":2}`, "Kind", true},                   // Kelvin sign folds to k
+		{"{\"a\xff\":1,\"a\xfe\":2}", "a\xfe", true},                     // invalid UTF-8: both U+FFFD
+		{`{"b\ufffd":1,"B\uFFFD":2}`, "B\ufffd", true},
+		{`{"straße":1,"STRASSE":2}`, "", false}, // not a simple fold: two keys to Go too
 		{many(100, -1), "", false},
 		{many(40, 30), "k3", true}, // past the small-set threshold
 		{many(10, 8), "k3", true},
@@ -155,6 +161,18 @@ func TestDuplicateKey(t *testing.T) {
 		dup, ok := DuplicateKey(json.RawMessage(c.in))
 		if dup != c.dup || ok != c.want {
 			t.Errorf("DuplicateKey(%.60s) = %q, %v; want %q, %v", c.in, dup, ok, c.dup, c.want)
+		}
+	}
+}
+
+func TestFoldMatchesEqualFold(t *testing.T) {
+	words := []string{"name", "NAME", "Name", "naMe", "k", "K", "\u212a", "s", "S", "\u017f", "σ", "Σ", "ς",
+		"θ", "Θ", "ϑ", "straße", "STRASSE", "a\xff", "a\ufffd", "", "_meta", "_META", "ǅ", "ǆ", "Ǆ", "µ", "μ", "Μ"}
+	for _, a := range words {
+		for _, b := range words {
+			if got, want := Fold(a) == Fold(b), strings.EqualFold(a, b); got != want {
+				t.Errorf("Fold(%q) == Fold(%q) is %v; strings.EqualFold says %v", a, b, got, want)
+			}
 		}
 	}
 }

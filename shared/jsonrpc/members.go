@@ -3,6 +3,8 @@ package jsonrpc
 import (
 	"encoding/json"
 	"slices"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Members calls fn for every member of the JSON object obj, in order and
@@ -42,10 +44,14 @@ func Elements(arr json.RawMessage, fn func(val json.RawMessage)) {
 }
 
 // DuplicateKey returns a key that appears twice in one object anywhere in
-// v (nested objects and arrays included), compared after decoding escapes,
-// and whether there is one. Parsers disagree on which duplicate counts (Go's
-// encoding/json takes the last, others the first), so a message with one
-// could be checked as one thing and run as another. v must be valid JSON.
+// v (nested objects and arrays included), and whether there is one. Keys
+// are compared as decoders compare them at their most lenient: after
+// decoding escapes, with invalid UTF-8 read as U+FFFD, and without regard
+// to case (Go's encoding/json matches struct fields case-insensitively,
+// with Unicode folding: "Name", "NAME" and "name" are one field to it).
+// Parsers disagree on which duplicate counts (Go's encoding/json takes the
+// last, others the first), so a message with one could be checked as one
+// thing and run as another. v must be valid JSON.
 func DuplicateKey(v json.RawMessage) (string, bool) {
 	if len(v) == 0 {
 		return "", false
@@ -62,14 +68,15 @@ func DuplicateKey(v json.RawMessage) (string, bool) {
 			if found {
 				return
 			}
+			f := Fold(k)
 			switch {
 			case seen != nil:
-				if _, ok := seen[k]; ok {
+				if _, ok := seen[f]; ok {
 					dup, found = k, true
 					return
 				}
-				seen[k] = struct{}{}
-			case slices.Contains(keys, k):
+				seen[f] = struct{}{}
+			case slices.Contains(keys, f):
 				dup, found = k, true
 				return
 			case len(keys) == 16:
@@ -77,9 +84,9 @@ func DuplicateKey(v json.RawMessage) (string, bool) {
 				for _, s := range keys {
 					seen[s] = struct{}{}
 				}
-				seen[k] = struct{}{}
+				seen[f] = struct{}{}
 			default:
-				keys = append(keys, k)
+				keys = append(keys, f)
 			}
 			dup, found = DuplicateKey(val)
 		})
@@ -91,4 +98,42 @@ func DuplicateKey(v json.RawMessage) (string, bool) {
 		})
 	}
 	return dup, found
+}
+
+// Fold maps s to one representative of the strings equal to it under
+// Unicode simple case folding (strings.EqualFold), reading invalid UTF-8
+// as U+FFFD: two keys a lenient decoder would take for one fold to the
+// same string. The representative of each rune is the smallest of its
+// folding orbit, which for ASCII letters is the upper case.
+func Fold(s string) string {
+	lower := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return foldRunes(s)
+		}
+		lower = lower || ('a' <= c && c <= 'z')
+	}
+	if !lower {
+		return s
+	}
+	b := []byte(s)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
+func foldRunes(s string) string {
+	b := make([]rune, 0, len(s))
+	for _, r := range s { // invalid bytes come out as U+FFFD
+		m := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			m = min(m, f)
+		}
+		b = append(b, m)
+	}
+	return string(b)
 }
