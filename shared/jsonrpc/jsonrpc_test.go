@@ -148,9 +148,9 @@ func TestDuplicateKey(t *testing.T) {
 		{`[{"a":1},{"a":1}]`, "", false}, // the same key in two objects is fine
 		{`{"a":{"a":{"a":1}}}`, "", false},
 		{`"x"`, "", false},
-		{`{"name":"work","Name":"other"}`, "Name", true},                    // Go's encoding/json: one field
-		{`{"arguments":{},"argumentſ":{"amount":1}}`, "argumentſ", true},  // ſ folds to s
-		{`{"kind":1,"\u212aind":2}`, "Kind", true},                   // Kelvin sign folds to k
+		{`{"name":"work","Name":"other"}`, "Name", true},                 // Go's encoding/json: one field
+		{`{"arguments":{},"argumentſ":{"amount":1}}`, "argumentſ", true}, // ſ folds to s
+		{`{"kind":1,"\u212aind":2}`, "Kind", true},                       // Kelvin sign folds to k
 		{"{\"a\xff\":1,\"a\xfe\":2}", "a\xfe", true},                     // invalid UTF-8: both U+FFFD
 		{`{"b\ufffd":1,"B\uFFFD":2}`, "B\ufffd", true},
 		{`{"straße":1,"STRASSE":2}`, "", false}, // not a simple fold: two keys to Go too
