@@ -59,6 +59,9 @@ func (g *Gateway) toolsList(ctx context.Context, w http.ResponseWriter, ep endpo
 // toolsCall runs the whole pipeline, forwards what is allowed, and audits
 // every outcome.
 func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
+	// One UPSTREAM_TIMEOUT_SECS for all this call sends upstream: a cold
+	// catalog's tools/list during routing and the call itself share it.
+	ctx = g.o.Upstream.WithBudget(ctx)
 	outcome, code, word := pipeline.Allowed, 0, ""
 	defer func() {
 		// Releasing what the checks took (a lease, a breaker result) and

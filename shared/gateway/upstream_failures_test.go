@@ -372,3 +372,22 @@ func TestUpstreamTimeoutHeaderPassing(t *testing.T) {
 		t.Errorf("upstream body %s; want the key in params._meta", body)
 	}
 }
+
+// A cold catalog's tools/list and the call share one budget: the catalog's
+// listing and the call each open an upstream session (0.6 s each here);
+// together they do not fit in UPSTREAM_TIMEOUT_SECS (1 s), so the call's
+// set-up runs out of time (-32000: it was never sent) instead of the call
+// taking two timeouts' worth.
+func TestUpstreamColdCatalogSharesTheBudget(t *testing.T) {
+	up := startRaw(t, okCall("ok"))
+	up.initDelay.Store(int64(600 * time.Millisecond))
+	e := newUpEnv(t, up.URL, upOpts{})
+	checkUpstreamError(t, e, e.invoke(t, "work", `{}`), "did not respond within 1s to initialize")
+	if n := up.calls.Load(); n != 0 {
+		t.Errorf("upstream saw %d tools/call; want 0", n)
+	}
+	// Warm, the same upstream fits: one session set-up, one call.
+	if r := e.invoke(t, "work", `{}`); r.code() != 0 {
+		t.Fatalf("warm call: %s", r.Raw)
+	}
+}

@@ -48,6 +48,7 @@ type Catalog struct {
 	mu      sync.Mutex
 	entries map[serverKey]cached
 	views   map[viewKey]*view
+	listing map[serverKey]*listing // in flight, one per server
 }
 
 type serverKey struct{ tenant, name, url string }
@@ -78,7 +79,7 @@ const MinRefresh = 5 * time.Second
 
 // NewCatalog returns a catalog over reg, fetching with lister.
 func NewCatalog(reg registry.Reader, lister Lister, ttl time.Duration, now func() time.Time) *Catalog {
-	return &Catalog{reg: reg, lister: lister, ttl: ttl, now: now, entries: map[serverKey]cached{}, views: map[viewKey]*view{}}
+	return &Catalog{reg: reg, lister: lister, ttl: ttl, now: now, entries: map[serverKey]cached{}, views: map[viewKey]*view{}, listing: map[serverKey]*listing{}}
 }
 
 func cacheKey(s *registry.Server) serverKey { return serverKey{s.Tenant, s.Name, s.URL} }
@@ -89,37 +90,75 @@ func cacheKey(s *registry.Server) serverKey { return serverKey{s.Tenant, s.Name,
 // routing, is the check that answers for a down upstream), and no listing
 // is tried again for MinRefresh, so a dead upstream is not hit by every
 // call. With no good list yet, the failure is returned for MinRefresh.
+// One listing per server runs at a time: while it runs, other callers get
+// the last good list, or wait for it when there is none. The listing does
+// not die with the caller that started it (it is bounded by the upstream
+// client's own deadline), so a client giving up is never taken for the
+// server failing.
 func (c *Catalog) tools(ctx context.Context, srv *registry.Server, maxAge time.Duration) ([]Tool, error) {
 	k := cacheKey(srv)
 	now := c.now()
 	c.mu.Lock()
 	e, ok := c.entries[k]
-	c.mu.Unlock()
 	switch {
 	case ok && e.tools != nil && now.Sub(e.fetched) < maxAge:
+		c.mu.Unlock()
 		return e.tools, nil
 	case ok && !e.failed.IsZero() && now.Sub(e.failed) < MinRefresh:
+		c.mu.Unlock()
 		if e.tools != nil {
 			return e.tools, nil
 		}
 		return nil, e.err
 	}
+	f := c.listing[k]
+	if f != nil && e.tools != nil {
+		c.mu.Unlock()
+		return e.tools, nil // someone is re-listing; the last list will do
+	}
+	if f == nil {
+		f = &listing{done: make(chan struct{})}
+		c.listing[k] = f
+		go c.list(context.WithoutCancel(ctx), srv, k, f)
+	}
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.tools, f.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// listing is one listing of a server's tools in flight.
+type listing struct {
+	done  chan struct{}
+	tools []Tool // set before done is closed
+	err   error
+}
+
+// list lists srv's tools for f and records the outcome (see tools).
+func (c *Catalog) list(ctx context.Context, srv *registry.Server, k serverKey, f *listing) {
 	tools, err := c.lister.ListTools(ctx, srv)
 	c.mu.Lock()
+	defer close(f.done)
 	defer c.mu.Unlock()
+	delete(c.listing, k)
+	e := c.entries[k]
 	if err != nil {
 		e.failed, e.err = c.now(), err
 		c.entries[k] = e
-		if e.tools != nil {
-			return e.tools, nil
+		f.tools, f.err = e.tools, nil
+		if e.tools == nil {
+			f.err = err
 		}
-		return nil, err
+		return
 	}
 	if tools == nil {
 		tools = []Tool{}
 	}
 	c.entries[k] = cached{tools: tools, fetched: c.now()}
-	return tools, nil
+	f.tools = tools
 }
 
 // ServerError is a server whose tools could not be listed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,4 +145,76 @@ func TestCatalogKeepsStaleListWhenRelistFails(t *testing.T) {
 	if l.calls != calls+1 {
 		t.Fatalf("%d listings of a failing new server; want 1 within MinRefresh", l.calls-calls)
 	}
+}
+
+// blockingLister lists after release is closed, counting listings.
+type blockingLister struct {
+	release chan struct{}
+	mu      sync.Mutex
+	calls   int
+}
+
+func (l *blockingLister) ListTools(ctx context.Context, _ *registry.Server) ([]Tool, error) {
+	l.mu.Lock()
+	l.calls++
+	l.mu.Unlock()
+	select {
+	case <-l.release:
+		return []Tool{{Name: "x", Def: json.RawMessage(`{"name":"x"}`)}}, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// One listing per server at a time, whoever asks; and a caller that gives
+// up does not turn into a recorded failure of the server.
+func TestCatalogListsOnceAndSurvivesCallerCancel(t *testing.T) {
+	now := time.Unix(1000, 0)
+	reg := &regFake{servers: []registry.Server{{Tenant: "a", Name: "one", URL: "https://one"}}}
+	l := &blockingLister{release: make(chan struct{})}
+	c := NewCatalog(reg, l, time.Minute, func() time.Time { return now })
+
+	// The first caller gives up while the listing runs.
+	ctx, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan bool, 1)
+	go func() {
+		_, ok, _, _ := c.Resolve(ctx, "a", "", "x")
+		gaveUp <- ok
+	}()
+	for l.count() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if ok := <-gaveUp; ok {
+		t.Fatal("the cancelled caller resolved a tool nobody has listed yet")
+	}
+	// Others arrive while the same listing still runs, then it finishes.
+	var wg sync.WaitGroup
+	found := make(chan bool, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, ok, _, err := c.Resolve(context.Background(), "a", "", "x")
+			found <- ok && err == nil
+		}()
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(l.release)
+	wg.Wait()
+	close(found)
+	for ok := range found {
+		if !ok {
+			t.Fatal("a caller did not get the tool once the listing finished")
+		}
+	}
+	if n := l.count(); n != 1 {
+		t.Fatalf("%d listings for 9 callers; want 1", n)
+	}
+}
+
+func (l *blockingLister) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls
 }

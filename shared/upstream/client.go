@@ -15,6 +15,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -117,20 +118,40 @@ func CallSent(err error) bool {
 	return errors.As(err, &te) && te.During == ""
 }
 
-// budgetKey carries the deadline of a whole exchange (see WithBudget).
+// budgetKey carries the budget of a whole exchange (see WithBudget).
 type budgetKey struct{}
 
+// budget is one UPSTREAM_TIMEOUT_SECS shared by several requests. Its
+// clock starts with the first request sent under it, so time spent before
+// (the gateway's own store work) is not taken from the upstream.
+type budget struct {
+	mu       sync.Mutex
+	deadline time.Time
+}
+
+// start returns the budget's deadline, setting it to d at first use.
+func (b *budget) start(d time.Time) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.deadline.IsZero() {
+		b.deadline = d
+	}
+	return b.deadline
+}
+
 // WithBudget gives everything sent under the returned context one deadline,
-// Timeout from now: discovery, initialize, a re-initialize and the call
-// itself share UPSTREAM_TIMEOUT_SECS instead of each having their own, so a
-// slow upstream cannot stretch a call past the function timeout that was
-// sized for it. An existing budget is kept.
+// Timeout from the first request: discovery, initialize, a re-initialize,
+// the catalog's tools/list of a cold cache and the call itself share
+// UPSTREAM_TIMEOUT_SECS instead of each having their own, so a slow
+// upstream cannot stretch a call past the function timeout that was sized
+// for it. An existing budget is kept.
 func (c *Client) WithBudget(ctx context.Context) context.Context {
-	if _, ok := ctx.Value(budgetKey{}).(time.Time); ok {
+	if _, ok := ctx.Value(budgetKey{}).(*budget); ok {
 		return ctx
 	}
-	return context.WithValue(ctx, budgetKey{}, time.Now().Add(c.Timeout))
+	return context.WithValue(ctx, budgetKey{}, &budget{})
 }
+
 func (e *HTTPError) Error() string {
 	return fmt.Sprintf("upstream answered HTTP %d %s", e.Status, e.Body)
 }
@@ -275,8 +296,8 @@ func encodeRequest(id json.RawMessage, method string, params json.RawMessage) []
 func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *injected) (*jsonrpc.Response, http.Header, error) {
 	parent := ctx
 	deadline := time.Now().Add(c.Timeout)
-	if b, ok := ctx.Value(budgetKey{}).(time.Time); ok && b.Before(deadline) {
-		deadline = b
+	if b, ok := ctx.Value(budgetKey{}).(*budget); ok {
+		deadline = b.start(deadline)
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	// handedOff: a drain goroutine owns the body and cancel (see below).
