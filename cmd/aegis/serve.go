@@ -23,6 +23,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/quota"
 	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/session"
 	"github.com/aegis-gw/aegis/shared/telemetry"
 	"github.com/aegis-gw/aegis/shared/wiring"
 )
@@ -123,6 +124,9 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 	}
 	if err := load(ctx, b.Registry, file); err != nil {
 		return err
+	}
+	if m, ok := b.Registry.(interface{ SetSessionLimits(session.Limits) }); ok {
+		m.SetSessionLimits(session.Limits{Lifetime: settings.SessionLifetime, Idle: settings.SessionIdle})
 	}
 	var demoKey string
 	if demoMode {

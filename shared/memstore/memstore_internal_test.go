@@ -43,3 +43,26 @@ func TestExpiredSessionsAreSwept(t *testing.T) {
 		t.Fatalf("%d sessions after the sweep (live kept: %v); want %d: the expired ones gone", n, kept, sweepEvery+1)
 	}
 }
+
+// Without any Touch (a client that only mints sessions), the limits the
+// store was given and the creation times of new sessions drive the sweep.
+func TestSweepWithoutTouch(t *testing.T) {
+	s := New()
+	s.SetSessionLimits(session.Limits{Lifetime: time.Hour, Idle: 10 * time.Minute})
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for i := range 3 * sweepEvery {
+		at := t0.Add(time.Duration(i) * time.Second) // one new session a second
+		if err := s.Create(ctx, session.Record{ID: fmt.Sprint(i), Tenant: "acme", Created: at, LastSeen: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	n := len(s.sessions)
+	s.mu.Unlock()
+	// At the last sweep only the sessions of the last 10 minutes were live;
+	// fewer than sweepEvery have been created since.
+	if n > 600+sweepEvery {
+		t.Fatalf("%d sessions kept of %d minted; the expired ones should be gone", n, 3*sweepEvery)
+	}
+}
