@@ -154,6 +154,10 @@ func TestDuplicateKey(t *testing.T) {
 		{"{\"a\xff\":1,\"a\xfe\":2}", "a\xfe", true},                     // invalid UTF-8: both U+FFFD
 		{`{"b\ufffd":1,"B\uFFFD":2}`, "B\ufffd", true},
 		{`{"straße":1,"STRASSE":2}`, "", false}, // not a simple fold: two keys to Go too
+		{strings.Repeat(`{"a":`, 100) + `{"x":"a\"b","x\"":1}` + strings.Repeat(`}`, 100), "", false},
+		{strings.Repeat(`{"a":[`, 60) + `{"x":1,"y":"}","X":2}` + strings.Repeat(`]}`, 60), "X", true},
+		{`{"a":{"k":1},"b":{"k":1},"k":[{"k":1}]}`, "", false}, // one key per object
+		{`{"s":"\"k\":1","k":2}`, "", false},                   // a key-like string value is not a key
 		{many(100, -1), "", false},
 		{many(40, 30), "k3", true}, // past the small-set threshold
 		{many(10, 8), "k3", true},
@@ -173,6 +177,21 @@ func TestFoldMatchesEqualFold(t *testing.T) {
 			if got, want := Fold(a) == Fold(b), strings.EqualFold(a, b); got != want {
 				t.Errorf("Fold(%q) == Fold(%q) is %v; strings.EqualFold says %v", a, b, got, want)
 			}
+		}
+	}
+}
+
+// BenchmarkDuplicateKey: one pass, whatever the depth (1 MiB nested 120 deep).
+func BenchmarkDuplicateKey(b *testing.B) {
+	var sb strings.Builder
+	for sb.Len() < 1<<20 {
+		sb.WriteString(strings.Repeat(`{"k":[`, 60) + `{"a":1,"b":2}` + strings.Repeat(`]}`, 60) + ",")
+	}
+	doc := json.RawMessage("[" + strings.TrimSuffix(sb.String(), ",") + "]")
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		if _, dup := DuplicateKey(doc); dup {
+			b.Fatal("no duplicate expected")
 		}
 	}
 }

@@ -53,51 +53,60 @@ func Elements(arr json.RawMessage, fn func(val json.RawMessage)) {
 // last, others the first), so a message with one could be checked as one
 // thing and run as another. v must be valid JSON.
 func DuplicateKey(v json.RawMessage) (string, bool) {
-	if len(v) == 0 {
-		return "", false
+	// One pass over the bytes, with the keys of each open object on a
+	// stack: linear in the size, whatever the depth.
+	type object struct {
+		keys []string            // folded keys, while few
+		seen map[string]struct{} // past a few keys, a set
+		arr  bool                // an array: no keys
 	}
-	var (
-		dup   string
-		found bool
-	)
-	switch v[0] {
-	case '{':
-		var keys []string
-		var seen map[string]struct{} // past a few keys, a set
-		Members(v, func(k string, val json.RawMessage) {
-			if found {
-				return
+	var stack []object
+	for i := 0; i < len(v); {
+		switch v[i] {
+		case '{', '[':
+			stack = append(stack, object{arr: v[i] == '['})
+			i++
+		case '}', ']':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
 			}
-			f := Fold(k)
-			switch {
-			case seen != nil:
-				if _, ok := seen[f]; ok {
-					dup, found = k, true
-					return
+			i++
+		case '"':
+			end := skipString(v, i)
+			if n := len(stack); n > 0 && !stack[n-1].arr {
+				if j := skipSpace(v, end); j < len(v) && v[j] == ':' { // a key
+					k, err := decodeKey(v[i:end])
+					if err != nil {
+						return "", false // not valid JSON: not ours to judge
+					}
+					o := &stack[n-1]
+					f := Fold(k)
+					switch {
+					case o.seen != nil:
+						if _, ok := o.seen[f]; ok {
+							return k, true
+						}
+						o.seen[f] = struct{}{}
+					case slices.Contains(o.keys, f):
+						return k, true
+					case len(o.keys) == 16:
+						o.seen = make(map[string]struct{}, 32)
+						for _, s := range o.keys {
+							o.seen[s] = struct{}{}
+						}
+						o.seen[f] = struct{}{}
+						o.keys = nil
+					default:
+						o.keys = append(o.keys, f)
+					}
 				}
-				seen[f] = struct{}{}
-			case slices.Contains(keys, f):
-				dup, found = k, true
-				return
-			case len(keys) == 16:
-				seen = make(map[string]struct{}, 32)
-				for _, s := range keys {
-					seen[s] = struct{}{}
-				}
-				seen[f] = struct{}{}
-			default:
-				keys = append(keys, f)
 			}
-			dup, found = DuplicateKey(val)
-		})
-	case '[':
-		Elements(v, func(val json.RawMessage) {
-			if !found {
-				dup, found = DuplicateKey(val)
-			}
-		})
+			i = end
+		default:
+			i++
+		}
 	}
-	return dup, found
+	return "", false
 }
 
 // Fold maps s to one representative of the strings equal to it under
