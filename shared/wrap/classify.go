@@ -112,9 +112,13 @@ func asciiFold(b []byte, s string) bool {
 // a method member whose key matches "method" in any case and whose value is
 // "tools/call" in any ASCII case; a non-blank line that is not framed (see
 // framing), which is reported with why ruleUnparseable, id null and the
-// whole line as params. A call gets why set unless it is the one clean
-// spelling: exactly one "method":"tools/call", one "params" object, one
-// "name" string in it.
+// whole line as params; an array that may hold a call (mayBeCall) and has
+// an element that is not an object (a nested array, a scalar), which is
+// not a JSON-RPC batch but may be read as one by a child that skips to the
+// first "{": it is reported as one call with why ruleAmbiguous, id null
+// and the whole line as params. A call gets why set unless it is the one
+// clean spelling: exactly one "method":"tools/call", one "params" object,
+// one "name" string in it.
 func findCalls(line []byte) (calls []call, elems []json.RawMessage, callIdx []int) {
 	b, blank, framed := framing(line)
 	switch {
@@ -131,13 +135,23 @@ func findCalls(line []byte) (calls []call, elems []json.RawMessage, callIdx []in
 			return []call{c}, nil, nil
 		}
 	case '[':
+		nonObject := false
 		jsonrpc.Elements(b, func(v json.RawMessage) {
+			if v[0] != '{' {
+				nonObject = true
+			}
 			if c, ok := objectCall(v); ok {
 				calls = append(calls, c)
 				callIdx = append(callIdx, len(elems))
 			}
 			elems = append(elems, v)
 		})
+		if nonObject {
+			// Not a JSON-RPC batch (its elements are objects), but a
+			// lenient child may still find a call in it: [[call]],
+			// [1,call]. It cannot be split safely, so it is one call.
+			return []call{{id: jsonrpc.Null, params: line, why: ruleAmbiguous}}, nil, nil
+		}
 		if len(calls) == 0 {
 			return nil, nil, nil
 		}

@@ -160,3 +160,59 @@ func TestGoSDKChildCannotReassembleACall(t *testing.T) {
 		t.Errorf("the child ran %q, want only echo", b)
 	}
 }
+
+// TestBatchWithANonObjectElementIsRefused: JSON-RPC batches hold only
+// objects. A tools/call hidden one array deeper ([[call]], [[],[call]]) or
+// next to a scalar is not a request wrap can decide, yet a lenient child
+// (one that splits on "\n" and skips to the first "{") runs it. Under a
+// policy the whole line is refused (one frame, id null, rule "ambiguous");
+// with --audit alone it is recorded before it is forwarded.
+func TestBatchWithANonObjectElementIsRefused(t *testing.T) {
+	pol := writeFile(t, "policy.yaml", testPolicy)
+	for _, line := range []string{
+		`[[` + deniedCall + `]]`,
+		`[[],[` + deniedCall + `]]`,
+		`[[[` + deniedCall + `]]]`,
+		`[1,` + deniedCall + `]`,
+		`[` + deniedCall + `,"x"]`,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"},[` + deniedCall + `]]`,
+		`[null,{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"}}]`,
+	} {
+		for _, enforce := range []bool{true, false} {
+			name := map[bool]string{true: "policy", false: "audit only"}[enforce] + " " + line
+			t.Run(name, func(t *testing.T) {
+				dir := t.TempDir()
+				seen := filepath.Join(dir, "seen")
+				audit := filepath.Join(dir, "audit.jsonl")
+				args := []string{"--audit", audit}
+				if enforce {
+					args = append(args, "--policy", pol)
+				}
+				args = append(append(args, "--"), childArgv(t, "mirror", seen)...)
+				out, stderr, code := runAll(t, args, []byte(line+"\n"))
+				if code != 0 {
+					t.Fatalf("exit %d: %s", code, stderr)
+				}
+				got, _ := os.ReadFile(seen)
+				wantChild, wantOut := line+"\n", line+"\n"
+				wantRec := Record{Outcome: OutcomeAllowed, Rule: ruleAmbiguous}
+				if enforce {
+					wantChild, wantOut = "", frame("null", "POLICY_DENIED")
+					wantRec = Record{Outcome: OutcomeRefused, Code: -32042, Word: "POLICY_DENIED", Rule: ruleAmbiguous}
+				}
+				if string(got) != wantChild || string(out) != wantOut {
+					t.Errorf("child received %q (want %q), client got %q (want %q)", got, wantChild, out, wantOut)
+				}
+				recs := readRecords(t, audit)
+				if len(recs) != 1 {
+					t.Fatalf("%d records, want 1: %+v", len(recs), recs)
+				}
+				r := recs[0]
+				if r.Outcome != wantRec.Outcome || r.Code != wantRec.Code || r.Word != wantRec.Word || r.Rule != wantRec.Rule ||
+					r.Tool != "" || string(r.ID) != "null" || r.ParamsHash != paramsHash([]byte(line+"\n")) {
+					t.Errorf("record %+v, want %+v with tool \"\", id null and the line's hash", r, wantRec)
+				}
+			})
+		}
+	}
+}
