@@ -64,14 +64,24 @@ func paramsHash(b []byte) string {
 //     may not survive a power loss even after a later sync succeeds (the
 //     kernel may have dropped the pages it could not write), which is why
 //     it is reported.
+//   - A write that fails part way (disk full, file size limit) leaves the
+//     start of a record without its newline. commit cuts the file back to
+//     its size before the write, so the next record is not glued onto the
+//     fragment. When that fails (or another process appended to the file
+//     meanwhile, so the fragment is not the file's end alone), the
+//     fragment stays, warn says so, and the next write starts with "\n":
+//     the fragment is one bad line and every later record a whole one.
 type auditLog struct {
 	f        *os.File
 	seq      uint64
 	buf      []byte
 	now      func() time.Time
-	sync     func(*os.File) error // datasync; tests replace it
-	warn     func(msg string)     // set before the first commit; nil: dropped
+	sync     func(*os.File) error        // datasync; tests replace it
+	truncate func(*os.File, int64) error // (*os.File).Truncate; tests replace it
+	warn     func(msg string)            // set before the first commit; nil: dropped
 	syncEach bool
+	size     int64 // the file's size after this log's last write, -1 when unknown
+	torn     bool  // the file ends in a fragment: the next write starts with "\n"
 
 	dirty   chan struct{} // cap 1: records written since the last sync began
 	stop    chan struct{}
@@ -132,7 +142,10 @@ func notRegular(path string, m os.FileMode) error {
 
 // newAuditLog appends records to f, which it owns from now on.
 func newAuditLog(f *os.File, syncEach bool) *auditLog {
-	a := &auditLog{f: f, now: time.Now, sync: datasync, syncEach: syncEach}
+	a := &auditLog{f: f, now: time.Now, sync: datasync, truncate: (*os.File).Truncate, syncEach: syncEach, size: -1}
+	if st, err := f.Stat(); err == nil {
+		a.size = st.Size()
+	}
 	if !syncEach {
 		a.dirty, a.stop, a.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 		go a.syncer()
@@ -172,6 +185,10 @@ func syncDir(dir string) error {
 // and written is true, the write returned and only the sync failed.
 func (a *auditLog) commit(recs []Record) (written bool, err error) {
 	a.buf = a.buf[:0]
+	if a.torn {
+		a.buf = append(a.buf, '\n')
+	}
+	prefix := len(a.buf)
 	now := a.now().UTC()
 	for i := range recs {
 		a.seq++
@@ -183,11 +200,19 @@ func (a *auditLog) commit(recs []Record) (written bool, err error) {
 		}
 		a.buf = append(append(a.buf, b...), '\n')
 	}
-	if n, err := a.f.Write(a.buf); err != nil {
-		if n == 0 { // nothing is in the file: keep seq without a gap
+	n, err := a.f.Write(a.buf)
+	if err != nil {
+		if n > 0 {
+			n = a.cutShortWrite(n)
+		}
+		if n <= prefix { // no record is in the file: keep seq without a gap
 			a.seq -= uint64(len(recs))
 		}
 		return false, err
+	}
+	a.torn = false
+	if a.size >= 0 {
+		a.size += int64(n)
 	}
 	if a.syncEach || a.syncErr.Swap(nil) != nil {
 		if err := a.sync(a.f); err != nil {
@@ -204,6 +229,32 @@ func (a *auditLog) commit(recs []Record) (written bool, err error) {
 	default: // a sync is already due; it will cover these bytes
 	}
 	return true, nil
+}
+
+// cutShortWrite removes the n bytes a failed write left at the end of
+// the file, and returns how many are left there: 0, or n when they could
+// not be removed (the file is then torn, see auditLog).
+func (a *auditLog) cutShortWrite(n int) int {
+	st, err := a.f.Stat()
+	switch {
+	case err != nil:
+	case a.size < 0:
+		err = errors.New("its size before the write is not known")
+	case st.Size() != a.size+int64(n):
+		err = fmt.Errorf("the file is %d bytes, not %d: something else writes to it", st.Size(), a.size+int64(n))
+	default:
+		if err = a.truncate(a.f, a.size); err == nil {
+			return 0
+		}
+	}
+	a.size = -1
+	if st != nil {
+		a.size = st.Size()
+	}
+	if a.torn = a.buf[n-1] != '\n'; a.torn && a.warn != nil {
+		a.warn(fmt.Sprintf("a failed write left %d bytes of a record at the end of %s that could not be cut off (%v); the next record starts on a new line", n, a.f.Name(), err))
+	}
+	return n
 }
 
 // close syncs every record written and closes the file.
