@@ -107,8 +107,11 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	outF, outOK := stdout.(*os.File)
 	direct := !g.enforce && g.audit == nil && inOK && outOK
 	// The child leads its own process group, which gets every forwarded
-	// signal, unless it is handed a terminal to read (see childAttr).
-	ownGroup := !(direct && isTerminal(inF))
+	// signal, unless it may read a terminal (see childAttr): it is handed
+	// one as stdin, or wrap is in the foreground of its controlling
+	// terminal, which the child (ssh, sudo, gpg asking for a password) can
+	// open as /dev/tty.
+	ownGroup := !(direct && isTerminal(inF)) && !inForeground()
 	cmd.SysProcAttr = childAttr(ownGroup)
 	var childStdin, childIn, childOut, childStdout *os.File
 	if direct {

@@ -40,6 +40,10 @@ func TestSignalReachesTheChildsGroup(t *testing.T) {
 			}
 			args = append(append(args, "--"), childArgv(t, "forker", pidFile)...)
 			cmd := exec.Command(self(t), args...)
+			// No controlling terminal, whatever the test runs under: in the
+			// foreground of one, the child shares wrap's group (see
+			// TestChildCanOpenTheTerminal).
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 			in, _ := cmd.StdinPipe()
 			defer in.Close()
 			if err := cmd.Start(); err != nil {

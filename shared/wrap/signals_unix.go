@@ -20,14 +20,17 @@ var forwardedSignals = []os.Signal{
 // the child starts gets the signal too, and a terminal's ^C reaches wrap
 // alone (the child's group is not the terminal's foreground group), which
 // forwards it once. Without, the child stays in wrap's group: that is for
-// a child whose stdin is a terminal, which it may only read from the
-// foreground group (a background read stops it with SIGTTIN).
+// a child that may read a terminal (its stdin, or /dev/tty while wrap is
+// in the terminal's foreground), which it may only do from the foreground
+// group: a read from a background group stops it with SIGTTIN, and wrap
+// would wait for it forever.
 func childAttr(ownGroup bool) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: ownGroup}
 }
 
 // signalChild forwards s to the child: to its whole process group when it
-// leads one, else to the child alone. In wrap's own group the terminal
+// leads one, followed by SIGCONT for a signal that ends a process, else to
+// the child alone. In wrap's own group the terminal
 // already delivered the signals it generates (^C, ^\, a window resize) to
 // every process of the group, the child included, so those are not sent
 // a second time.
@@ -38,6 +41,14 @@ func signalChild(p *os.Process, s os.Signal, ownGroup bool) {
 	}
 	if ownGroup {
 		_ = syscall.Kill(-p.Pid, sig)
+		switch sig {
+		case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+			// A stopped process keeps the signal pending until it is
+			// continued: a child that read the terminal from its
+			// background group (SIGTTIN) would never see it, and wrap
+			// would wait forever. A shell's kill does the same.
+			_ = syscall.Kill(-p.Pid, syscall.SIGCONT)
+		}
 		return
 	}
 	switch sig {

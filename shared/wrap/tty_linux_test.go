@@ -1,6 +1,8 @@
 package wrap
 
 import (
+	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -79,6 +81,110 @@ func TestTerminal(t *testing.T) {
 			}
 		})
 	}
+}
+
+func init() {
+	platformRoles["devtty"] = devTTY
+}
+
+// devTTY reads a line from /dev/tty, as ssh, sudo or gpg do for a
+// password, and exits with status 5. It talks on stderr.
+func devTTY([]string) int {
+	tty, err := os.Open("/dev/tty")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "devtty:", err)
+		return 98
+	}
+	fmt.Fprintln(os.Stderr, "devtty ready")
+	line, err := bufio.NewReader(tty).ReadString('\n')
+	fmt.Fprintf(os.Stderr, "got:%s (%v)\n", strings.TrimSpace(line), err)
+	return 5
+}
+
+// TestChildCanOpenTheTerminal: an MCP client started from a terminal
+// starts wrap with pipes, not the terminal, as stdin and stdout. A child
+// (or its child) that opens /dev/tty to ask for a password must be able
+// to read it. Before, wrap put the child in a process group of its own,
+// in the background of that terminal, so its read stopped it (SIGTTIN)
+// and wrap waited for it forever.
+func TestChildCanOpenTheTerminal(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"default", nil},
+		{"policy", []string{"--policy", "POLICY"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			master, slave := openPty(t)
+			args := []string{roleFlag + "wrap"}
+			for _, f := range tc.flags {
+				if f == "POLICY" {
+					f = writeFile(t, "policy.yaml", testPolicy)
+				}
+				args = append(args, f)
+			}
+			args = append(append(args, "--"), childArgv(t, "devtty")...)
+			inR, inW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer inW.Close()
+			cmd := exec.Command(self(t), args...)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, slave, slave
+			// A session of its own with the terminal as its controlling
+			// terminal, wrap leading the foreground group, as a shell
+			// starts the MCP client that starts wrap.
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 1}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			inR.Close()
+			slave.Close()
+			var screen syncbuf.Buffer
+			go func() { _, _ = io.Copy(&screen, master) }()
+			waitErr := make(chan error, 1)
+			go func() { waitErr <- cmd.Wait() }()
+			t.Cleanup(func() {
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the session's group: wrap, and the child if it shares it
+				_ = cmd.Process.Kill()
+				<-waitErr
+				master.Close()
+			})
+			waitFor(t, &screen, func(s string) bool { return strings.Contains(s, "devtty ready") }, "child ready")
+			if _, err := io.WriteString(master, "hello\n"); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-waitErr:
+				waitErr <- nil
+			case <-time.After(10 * time.Second):
+				t.Fatalf("wrap did not exit: the child is stuck reading the terminal; screen %q; %s", screen.String(), procState(cmd.Process.Pid))
+			}
+			if got := cmd.ProcessState.ExitCode(); got != 5 {
+				t.Errorf("wrap exited %d, want the child's 5; screen %q", got, screen.String())
+			}
+			waitFor(t, &screen, func(s string) bool { return strings.Contains(s, "got:hello") }, "the line the child read")
+		})
+	}
+}
+
+// procState describes pid's children: pid (comm) state ppid pgrp ...
+func procState(pid int) string {
+	var out []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		st, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(st)
+		i := strings.LastIndexByte(s, ')')
+		if f := strings.Fields(s[i+1:]); len(f) > 2 && f[1] == strconv.Itoa(pid) {
+			out = append(out, s[:i+1]+" "+strings.Join(f[:3], " "))
+		}
+	}
+	return "children of wrap (pid (comm) state ppid pgrp): " + strings.Join(out, "; ")
 }
 
 func waitFor(t *testing.T, b *syncbuf.Buffer, ok func(string) bool, what string) {
