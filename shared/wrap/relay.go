@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -72,7 +74,19 @@ func (o *clientOut) childDone() {
 	o.pending = nil
 }
 
-// relayChild copies the child's stdout to the client until EOF.
+// quietAfterExit is how long the relay of the child's stdout waits for
+// more bytes once the child has exited and everything it wrote has been
+// read. A process the child started may hold its stdout open for as long
+// as it runs (`sh -c 'server & exit'`, a daemon); without this wrap would
+// wait for it instead of exiting with the child's status.
+const quietAfterExit = 200 * time.Millisecond
+
+// errQuiet ends the child's stdout when it stayed quiet for quietAfterExit
+// after the child exited (see outPipe).
+var errQuiet = errors.New("the child has exited and its stdout stayed quiet")
+
+// relayChild copies the child's stdout to the client until EOF, or until
+// it stays quiet after the child exited (errQuiet).
 func relayChild(o *clientOut, r io.Reader) {
 	buf := make([]byte, 64<<10)
 	for {

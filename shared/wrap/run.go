@@ -113,7 +113,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// open as /dev/tty.
 	ownGroup := !(direct && isTerminal(inF)) && !inForeground()
 	cmd.SysProcAttr = childAttr(ownGroup)
-	var childStdin, childIn, childOut, childStdout *os.File
+	var childStdin, childIn, childStdout *os.File
+	var childOut *outPipe
 	if direct {
 		cmd.Stdin, cmd.Stdout = inF, outF
 	} else {
@@ -122,7 +123,14 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "aegis wrap: %v\n", err)
 			return ExitCannotExec
 		}
-		if childOut, childStdout, err = pipe(); err != nil {
+		var outR *os.File
+		if outR, childStdout, err = pipe(); err == nil {
+			if childOut, err = newOutPipe(outR); err != nil {
+				outR.Close()
+				childStdout.Close()
+			}
+		}
+		if err != nil {
 			childStdin.Close()
 			childIn.Close()
 			fmt.Fprintf(stderr, "aegis wrap: %v\n", err)
@@ -138,14 +146,18 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	childStdout.Close()
 	if err != nil {
 		childIn.Close()
-		childOut.Close()
+		if childOut != nil {
+			childOut.Close()
+		}
 		fmt.Fprintf(stderr, "aegis wrap: cannot start %s: %v\n", argv[0], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return ExitNotFound
 		}
 		return ExitCannotExec
 	}
-	defer childOut.Close()
+	if childOut != nil {
+		defer childOut.Close()
+	}
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -188,8 +200,13 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			close(relayed)
 		}()
 	}
-	<-relayed
+	// The child's exit, not the end of its stdout, ends wrap: a process
+	// the child started may keep that open (outPipe). What the child wrote
+	// before it exited is still relayed in full, however slowly the
+	// client reads it.
 	err = cmd.Wait()
+	childOut.childExited()
+	<-relayed
 	return exitCode(cmd, err, stderr)
 }
 
