@@ -29,11 +29,10 @@ func childAttr(ownGroup bool) *syscall.SysProcAttr {
 }
 
 // signalChild forwards s to the child: to its whole process group when it
-// leads one, followed by SIGCONT for a signal that ends a process, else to
-// the child alone. In wrap's own group the terminal
-// already delivered the signals it generates (^C, ^\, a window resize) to
-// every process of the group, the child included, so those are not sent
-// a second time.
+// leads one (followed by SIGCONT for a signal that ends a process), else
+// to the child alone. In wrap's own group the terminal already delivered
+// the signals it generates (^C, ^\, a window resize) to every process of
+// the group, the child included, so those are not sent a second time.
 func signalChild(p *os.Process, s os.Signal, ownGroup bool) {
 	sig, ok := s.(syscall.Signal)
 	if !ok {
