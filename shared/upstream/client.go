@@ -259,7 +259,7 @@ func (in *injected) scrubAnswer(resp *jsonrpc.Response, err error) (*jsonrpc.Res
 	if resp != nil {
 		r := *resp
 		r.Result = in.scrub.JSON(r.Result)
-		r.Error = in.scrub.JSON(r.Error)
+		r.Error = in.scrub.ErrorObject(r.Error)
 		resp = &r
 	}
 	var (

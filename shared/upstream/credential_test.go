@@ -224,3 +224,46 @@ func TestCredentialSentTrimmed(t *testing.T) {
 		}
 	}
 }
+
+// TestCredentialErrorStaysErrorObject: the JSON-RPC error the caller gets
+// is an object with an integer code, also when scrubbing fails closed and
+// when the credential was found in the code itself.
+func TestCredentialErrorStaysErrorObject(t *testing.T) {
+	up := newFakeUpstream(t)
+	tests := []struct{ name, value, error, want string }{
+		{"work budget spent", strings.Repeat(`\`, 60),
+			`{"code":-32001,"message":"` + strings.Repeat(`\\`, 64<<10) + `","data":{"k":1}}`,
+			`{"code":-32001,"message":"[REDACTED]"}`},
+		{"work budget spent, a code that is not an integer", strings.Repeat(`\`, 60),
+			`{"code":"E1","message":"` + strings.Repeat(`\\`, 64<<10) + `"}`,
+			`{"code":-32000,"message":"[REDACTED]"}`},
+		{"work budget spent, the code holds the credential", "Basic " + base64.StdEncoding.EncodeToString([]byte(strings.Repeat(`\`, 40)+":12345678")),
+			`{"code":-12345678,"message":"` + strings.Repeat(`\\`, 200) + `:12345678"}`,
+			`{"code":-32000,"message":"[REDACTED]"}`},
+		{"the credential in the code", "12345678",
+			`{"code":-12345678,"message":"bad key 12345678","data":{"key":"12345678"}}`,
+			`{"code":-32000,"message":"bad key [REDACTED]","data":{"key":"[REDACTED]"}}`},
+		{"the credential in the data", "12345678",
+			`{"code":-32602,"message":"bad","data":{"n":12345678}}`,
+			`{"code":-32602,"message":"bad","data":{"n":"[REDACTED]"}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			up.answer(200, "application/json", `{"jsonrpc":"2.0","id":1,"error":`+tc.error+`}`)
+			_, resp, err := credSend(t, up, tc.value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e struct {
+				Code    *int    `json:"code"`
+				Message *string `json:"message"`
+			}
+			if err := json.Unmarshal(resp.Error, &e); err != nil || e.Code == nil || e.Message == nil {
+				t.Errorf("error is not a JSON-RPC error object (%v): %.200s", err, resp.Error)
+			}
+			if string(resp.Error) != tc.want {
+				t.Errorf("error = %.200s; want %s", resp.Error, tc.want)
+			}
+		})
+	}
+}

@@ -17,8 +17,12 @@ const Redacted = "[REDACTED]"
 
 // Lengths that decide what is scrubbed.
 //
-// A credential (or a part of one, see NewScrubber) shorter than minScrubLen
-// bytes is not scrubbed at all: it would redact ordinary text.
+// A credential shorter than minScrubLen bytes is not scrubbed at all: it
+// would redact ordinary text. A part of one (the token after a scheme,
+// Basic's user:password and password, the value of name=value, see
+// NewScrubber) shorter than minPartLen bytes is not scrubbed on its own:
+// a 4-digit Basic password would redact every number and word holding
+// those digits; the whole credential, which holds it, still is.
 //
 // The base64 of a value inside a longer string (base64("user:" + secret))
 // is scrubbed only for values of at least minShiftLen bytes: 8 bytes leave
@@ -31,6 +35,7 @@ const Redacted = "[REDACTED]"
 // are too likely to be ordinary text, and reveal at most 3 bytes.
 const (
 	minScrubLen = 4
+	minPartLen  = 8
 	minShiftLen = 8
 	minTail     = 4
 )
@@ -57,16 +62,24 @@ const maxSpell = 1<<(maxJSONDepth-1) + 5
 //     escapes (\" \\ \/ \n ...) and \uXXXX in either case, surrogate pairs
 //     included, so the HTML-safe (Go), plain, slash-escaping (PHP) and
 //     ASCII-only (Python) encodings of a value are all caught;
-//   - URL percent-escapes in either case, and '+' for a space;
+//   - URL percent-escapes in either case, once or twice over (%252F),
+//     and '+' for a space;
 //   - base64, standard or URL alphabet, padded or not, both of the whole
 //     value and of the value inside a longer string at each of the three
-//     byte alignments (values of minShiftLen bytes or more); the escapes
+//     byte alignments (values of minShiftLen bytes or more), with line
+//     breaks between its characters (wrapped at 76 or 64); the escapes
 //     above apply to the base64 text too.
 //
 // The values removed are the credential as injected (trimmed), and when it
-// starts with an auth scheme ("Bearer x", "token x", "Basic x") the part
-// after the scheme, and for Basic the decoded "user:password" and the
-// password.
+// starts with an auth scheme and whitespace ("Bearer x", "token x",
+// "Basic x") the part after the scheme, and for Basic the decoded
+// "user:password" and the password; when it is a single name=value pair
+// ("sid=x"), the value. Parts shorter than minPartLen are left out.
+//
+// In JSON, a form inside a string is replaced by Redacted within the
+// string; a form outside strings (in a number) takes the whole scalars it
+// touches, each replaced by the string "[REDACTED]", so that a valid
+// document stays valid.
 //
 // The zero value removes nothing. A Scrubber is immutable and safe for
 // concurrent use.
@@ -87,7 +100,13 @@ type scrubSet struct {
 type pattern struct {
 	p   string
 	min int
-	b64 bool // '-' stands for '+' and '_' for '/' (URL alphabet)
+	b64 bool // '-' stands for '+' and '_' for '/' (URL alphabet); line breaks may stand between characters
+	// short: the value is under minShiftLen bytes. Outside JSON strings
+	// its forms are taken only when they are whole scalars.
+	short bool
+	// punct: p[:min] is JSON punctuation and whitespace only, so a match
+	// outside strings holds no scalar to replace.
+	punct bool
 	// anchor is a run of letters and digits in p[:min] (see anchorOf),
 	// which every match contains as it is. A match starts between near
 	// and far bytes before an occurrence of it: p's bytes before the
@@ -106,7 +125,7 @@ type pattern struct {
 func NewScrubber(secret string) Scrubber {
 	set := &scrubSet{}
 	for _, v := range credentialValues(textproto.TrimString(secret)) {
-		set.add(pattern{p: v, min: len(v)})
+		set.add(pattern{p: v, min: len(v), short: len(v) < minShiftLen})
 		for _, pt := range base64Patterns(v) {
 			set.add(pt)
 		}
@@ -118,34 +137,58 @@ func NewScrubber(secret string) Scrubber {
 }
 
 // credentialValues lists the values to remove for a trimmed credential:
-// itself, the token after an auth scheme, and Basic's decoded credentials.
-// Values shorter than minScrubLen are left out.
+// itself, the token after an auth scheme (split from it by any
+// whitespace), Basic's decoded credentials, and the value of a single
+// name=value pair. The credential is left out under minScrubLen bytes, a
+// part of it under minPartLen.
 func credentialValues(v string) []string {
 	var vals []string
-	add := func(s string) {
-		if len(s) >= minScrubLen && !slices.Contains(vals, s) {
+	add := func(s string, least int) {
+		if len(s) >= least && !slices.Contains(vals, s) {
 			vals = append(vals, s)
 		}
 	}
-	add(v)
-	scheme, rest, ok := strings.Cut(v, " ")
-	if !ok || !isScheme(scheme) {
-		return vals
-	}
-	rest = textproto.TrimString(rest)
-	add(rest)
-	if strings.EqualFold(scheme, "Basic") {
-		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding} {
-			if b, err := enc.DecodeString(rest); err == nil {
-				add(string(b))
-				if _, pass, ok := strings.Cut(string(b), ":"); ok {
-					add(pass)
+	add(v, minScrubLen)
+	if i := strings.IndexFunc(v, isSpace); i > 0 && isScheme(v[:i]) {
+		rest := strings.TrimLeftFunc(v[i:], isSpace)
+		add(rest, minPartLen)
+		if strings.EqualFold(v[:i], "Basic") {
+			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding} {
+				if b, err := enc.DecodeString(rest); err == nil {
+					add(string(b), minPartLen)
+					if _, pass, ok := strings.Cut(string(b), ":"); ok {
+						add(pass, minPartLen)
+					}
+					break
 				}
-				break
 			}
 		}
+		return vals
+	}
+	if name, val, ok := strings.Cut(v, "="); ok && isName(name) && strings.IndexFunc(val, func(r rune) bool { return isSpace(r) || r == ';' || r == ',' }) < 0 {
+		add(val, minPartLen)
 	}
 	return vals
+}
+
+// isSpace reports whether r is ASCII whitespace.
+func isSpace(r rune) bool {
+	return r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f'
+}
+
+// isName reports whether w can be the name of a name=value credential (a
+// cookie, a query parameter): letters, digits, '-', '_' and '.', 64 bytes
+// at most.
+func isName(w string) bool {
+	if w == "" || len(w) > 64 {
+		return false
+	}
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 // isScheme reports whether w looks like an HTTP auth scheme (Bearer, Basic,
@@ -171,7 +214,7 @@ func isScheme(w string) bool {
 // is the encoding of the whole value).
 func base64Patterns(v string) []pattern {
 	if len(v) < minShiftLen {
-		return []pattern{{p: base64.StdEncoding.EncodeToString([]byte(v)), min: base64.RawStdEncoding.EncodedLen(len(v)), b64: true}}
+		return []pattern{{p: base64.StdEncoding.EncodeToString([]byte(v)), min: base64.RawStdEncoding.EncodedLen(len(v)), b64: true, short: true}}
 	}
 	pats := make([]pattern, 0, 3)
 	for k := range 3 {
@@ -192,7 +235,8 @@ func (s *scrubSet) add(pt pattern) {
 		}
 	}
 	head := pt.p[:pt.min]
-	pt.anchor = anchorOf(head)
+	pt.punct = !strings.ContainsFunc(head, func(r rune) bool { return r > 0x7f || isScalar(byte(r)) })
+	pt.anchor = anchorOf(head, pt.b64)
 	pt.near = len(head)
 	for off := 0; pt.anchor != ""; {
 		k := strings.Index(head[off:], pt.anchor)
@@ -207,6 +251,11 @@ func (s *scrubSet) add(pt pattern) {
 				far += maxSpell
 			}
 		}
+		if pt.b64 && q > 0 {
+			// A line break (CR LF, each spelled in up to maxSpell bytes)
+			// every minWrapLine characters or more.
+			far += (q/minWrapLine + 1) * 2 * maxSpell
+		}
 		pt.near, pt.far = min(pt.near, q), max(pt.far, far)
 		off = q + 1
 	}
@@ -214,15 +263,27 @@ func (s *scrubSet) add(pt pattern) {
 	s.maxLen = max(s.maxLen, len(pt.p))
 }
 
-// maxAnchor is the longest anchor: 16 letters and digits of a credential
-// do not occur by chance, and a short needle keeps the search fast.
-const maxAnchor = 16
+// minWrapLine is the shortest line of wrapped base64 whose every break
+// the scan allows for before the anchor (MIME wraps at 76, PEM at 64).
+const minWrapLine = 32
 
-// anchorOf picks the anchor in head: maxAnchor letters and digits in a row
-// (fewer when head has no such run), starting where the first two bytes are
-// least common in text (capitals, then digits, then small letters), for the
-// substring search to stop at as few places as possible.
-func anchorOf(head string) string {
+// maxAnchor is the longest anchor: 16 letters and digits of a credential
+// do not occur by chance, and a short needle keeps the search fast. The
+// anchor of a base64 form is maxB64Anchor characters: 8 base64 characters
+// of the credential's bits (48 bits) do not occur by chance either, and
+// a line break of wrapped base64 falls inside a shorter anchor less often
+// (a split anchor hides the form).
+const (
+	maxAnchor    = 16
+	maxB64Anchor = 8
+)
+
+// anchorOf picks the anchor in head: maxAnchor (maxB64Anchor for a base64
+// form) letters and digits in a row (fewer when head has no such run),
+// starting where the first two bytes are least common in text (capitals,
+// then digits, then small letters), for the substring search to stop at as
+// few places as possible.
+func anchorOf(head string, b64 bool) string {
 	var runs [][2]int // runs of letters and digits: head[r[0]:r[1]]
 	longest := 0
 	for i := 0; i < len(head); i++ {
@@ -237,6 +298,9 @@ func anchorOf(head string) string {
 		i = j
 	}
 	n := min(longest, maxAnchor)
+	if b64 {
+		n = min(n, maxB64Anchor)
+	}
 	if n == 0 {
 		return ""
 	}
@@ -270,13 +334,78 @@ func (s Scrubber) Active() bool { return s.set != nil }
 // JSON returns raw with every form of the secret replaced by Redacted. raw
 // is not modified; when nothing matches, raw itself is returned (no copy on
 // the common path). A match never includes an unescaped '"', '\' or control
-// character and never starts inside a JSON escape, so a valid document
-// stays valid.
+// character and never starts inside a JSON escape; one inside a string is
+// replaced there, and one outside strings (in a number) takes the whole
+// scalars it touches, each becoming the string "[REDACTED]". A valid
+// document stays valid. When the work budget runs out, the whole of raw
+// becomes the string "[REDACTED]" (see ErrorObject for an error member).
 func (s Scrubber) JSON(raw json.RawMessage) json.RawMessage {
 	if s.set == nil || len(raw) == 0 {
 		return raw
 	}
-	return s.set.scrub(raw, true)
+	out, _ := s.set.scrub(raw, true)
+	return out
+}
+
+// ErrorObject is JSON for a JSON-RPC error object, which stays an object
+// with an integer code: when the work budget runs out it becomes
+// {"code":C,"message":"[REDACTED]"}, and when the code itself held a form
+// of the secret, the code becomes -32000 (the gateway's upstream error)
+// while message and data keep what JSON left of them. C is the upstream's
+// code when it is an integer without a form of the secret, else -32000.
+func (s Scrubber) ErrorObject(raw json.RawMessage) json.RawMessage {
+	if s.set == nil || len(raw) == 0 {
+		return raw
+	}
+	out, ok := s.set.scrub(raw, true)
+	if !ok {
+		code := redactedErrorCode
+		var was struct{ Code json.RawMessage }
+		if json.Unmarshal(raw, &was) == nil && isInt(was.Code) {
+			if c, ok := s.set.scrub(was.Code, true); ok && &c[0] == &was.Code[0] {
+				code = string(was.Code)
+			}
+		}
+		return json.RawMessage(`{"code":` + code + `,"message":"` + Redacted + `"}`)
+	}
+	if &out[0] == &raw[0] {
+		return out
+	}
+	var was, is struct{ Code, Message, Data json.RawMessage }
+	if json.Unmarshal(raw, &was) != nil || !isInt(was.Code) || json.Unmarshal(out, &is) != nil || isInt(is.Code) {
+		return out // not an error object to start with, or its code kept
+	}
+	msg := is.Message
+	if len(msg) == 0 || msg[0] != '"' {
+		msg = json.RawMessage(`"` + Redacted + `"`)
+	}
+	b := []byte(`{"code":` + redactedErrorCode + `,"message":`)
+	b = append(b, msg...)
+	if is.Data != nil {
+		b = append(append(b, `,"data":`...), is.Data...)
+	}
+	return append(b, '}')
+}
+
+// redactedErrorCode is the code of an upstream's JSON-RPC error whose own
+// code was taken by the scrubber: -32000, the gateway's upstream error
+// (refusal.CodeUpstream).
+const redactedErrorCode = "-32000"
+
+// isInt reports whether v is a JSON integer.
+func isInt(v json.RawMessage) bool {
+	if len(v) > 0 && v[0] == '-' {
+		v = v[1:]
+	}
+	if len(v) == 0 || len(v) > 1 && v[0] == '0' {
+		return false
+	}
+	for _, c := range v {
+		if !isDigit(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // String removes every form of the secret, the raw one included, from a
@@ -286,7 +415,7 @@ func (s Scrubber) String(v string) string {
 		return v
 	}
 	b := []byte(v)
-	if out := s.set.scrub(b, false); &out[0] != &b[0] {
+	if out, _ := s.set.scrub(b, false); &out[0] != &b[0] {
 		return string(out)
 	}
 	return v
@@ -308,7 +437,7 @@ func (s Scrubber) span() int {
 // Redacted too. The result may exceed n by that marker. b is not modified.
 func (s Scrubber) cut(b []byte, n int, more bool) []byte {
 	if s.set != nil {
-		b = s.set.scrub(b, false)
+		b, _ = s.set.scrub(b, false)
 	}
 	if len(b) > n {
 		b, more = b[:n], true
@@ -319,8 +448,12 @@ func (s Scrubber) cut(b []byte, n int, more bool) []byte {
 	return b
 }
 
-// interval is a match: t[start:end].
-type interval struct{ start, end int }
+// interval is a match: t[start:end]. In JSON, outside says that it lies
+// outside strings; short and punct are its pattern's.
+type interval struct {
+	start, end            int
+	outside, short, punct bool
+}
 
 // scrub replaces every match in t by Redacted; overlapping or touching
 // matches become one. It returns t itself when nothing matches.
@@ -329,41 +462,27 @@ type interval struct{ start, end int }
 // every step of every try draws on a budget proportional to t, and one try
 // whose alternatives multiply (a value made of '%' and '\', against a text
 // made of them) may take only a few times the pattern's length. Going over
-// either fails closed: the whole of t is redacted, as a JSON string when t
-// is JSON.
-func (s *scrubSet) scrub(t []byte, inJSON bool) []byte {
-	sc := scan{t: t, json: inJSON, budget: workPerByte*len(t) + workBase}
-	for i := range s.pats {
-		sc.find(&s.pats[i])
-	}
+// either fails closed (ok is false): the whole of t is redacted, as a JSON
+// string when t is JSON. Every other loop is one forward pass over t per
+// pattern, or over the matches.
+func (s *scrubSet) scrub(t []byte, inJSON bool) (out []byte, ok bool) {
+	sc := s.newScan(t, inJSON)
+	sc.run(s)
+	out, ok = sc.splice()
 	switch {
-	case sc.budget < 0 && inJSON:
-		return []byte(`"` + Redacted + `"`)
-	case sc.budget < 0:
-		return []byte(Redacted)
-	case len(sc.found) == 0:
-		return t
+	case !ok && inJSON:
+		return []byte(`"` + Redacted + `"`), false
+	case !ok:
+		return []byte(Redacted), false
 	}
-	found := sc.found
-	slices.SortFunc(found, func(a, b interval) int { return a.start - b.start })
-	out := make([]byte, 0, len(t))
-	prev := 0
-	for i := 0; i < len(found); {
-		start, end := found[i].start, found[i].end
-		for i++; i < len(found) && found[i].start <= end; i++ {
-			end = max(end, found[i].end)
-		}
-		out = append(out, t[prev:start]...)
-		out = append(out, Redacted...)
-		prev = end
-	}
-	return append(out, t[prev:]...)
+	return out, true
 }
 
-// The work budget of one scrub, in walker steps: far more than any real
-// answer needs (a text that is the credential over and over costs about
-// two steps per byte), and workPerTry per byte of the pattern for one try
-// (a walk without alternatives takes one step per byte).
+// The work budget of one scrub, in walker steps and bytes of backslash
+// runs measured: far more than any real answer needs (a text that is the
+// credential over and over costs about two steps per byte), and
+// workPerTry per byte of the pattern for one try (a walk without
+// alternatives takes one step per byte).
 const (
 	workPerByte = 16
 	workBase    = 1 << 16
@@ -376,28 +495,52 @@ type scan struct {
 	json   bool
 	found  []interval
 	budget int
+	// spent counts the work of the scan, the budget's and the rest: the
+	// bytes each linear loop examines (TestScrubberLinearWork).
+	spent, budget0 int
 }
+
+func (s *scrubSet) newScan(t []byte, inJSON bool) *scan {
+	b := workPerByte*len(t) + workBase
+	return &scan{t: t, json: inJSON, budget: b, budget0: b}
+}
+
+// run finds the matches of every pattern.
+func (sc *scan) run(s *scrubSet) {
+	for i := range s.pats {
+		if sc.budget < 0 {
+			return
+		}
+		sc.find(&s.pats[i])
+	}
+}
+
+// work is what the scan has cost so far.
+func (sc *scan) work() int { return sc.spent + sc.budget0 - sc.budget }
 
 // find adds the matches of pt. Each occurrence of the anchor, found by a
 // plain substring search, fixes the few places where a match can start.
+// Positions are tried in increasing order, each at most once.
 func (sc *scan) find(pt *pattern) {
 	t := sc.t
+	esc := escapes{t: t, sc: sc}
 	next := 0 // positions before next have been tried for pt
 	try := func(from, to int) {
 		for st := max(from, next); st <= to && sc.budget >= 0; st++ {
-			if sc.json && insideEscape(t, st) {
+			if sc.json && esc.inside(st) {
 				continue
 			}
 			w := walker{t: t, pt: pt, json: sc.json, end: -1, budget: &sc.budget}
 			w.walk(0, st)
 			if w.end > st {
-				sc.found = append(sc.found, interval{st, w.end})
+				sc.found = append(sc.found, interval{start: st, end: w.end, short: pt.short, punct: pt.punct})
 			}
 		}
 		next = max(next, to+1)
 	}
 	if pt.anchor == "" {
-		for st := range t {
+		sc.spent += len(t)
+		for st := 0; st < len(t) && sc.budget >= 0; st++ {
 			if c := t[st]; c == pt.p[0] || c == '\\' || c == '%' || c == '+' || pt.b64 && (c == '-' || c == '_') {
 				try(st, st)
 			}
@@ -408,27 +551,44 @@ func (sc *scan) find(pt *pattern) {
 	for off := 0; sc.budget >= 0; {
 		k := bytes.Index(t[off:], anchor)
 		if k < 0 {
+			sc.spent += len(t) - off
 			return
 		}
 		x := off + k
+		sc.spent += k + 1
 		try(x-pt.far, x-pt.near)
 		off = x + 1
 	}
 }
 
-// insideEscape reports whether t[i] is part of a JSON escape that starts
-// before i (the letter of \n, a hex digit of \u0026). A backslash starts an
-// escape when the run of backslashes it ends is odd.
-func insideEscape(t []byte, i int) bool {
+// escapes tells whether a position of a JSON text is inside an escape
+// that starts before it (the letter of \n, a hex digit of \u0026), for
+// positions asked in increasing order. A backslash starts an escape when
+// the run of backslashes it ends is odd; the last run measured is kept,
+// so each run is measured once, its bytes drawn on the budget.
+type escapes struct {
+	t        []byte
+	sc       *scan
+	from, to int // the last run measured: t[from:to]
+}
+
+func (e *escapes) inside(i int) bool {
+	t := e.t
 	for s := i - 1; s >= 0 && s >= i-5; s-- {
 		if t[s] != '\\' {
 			continue
 		}
-		run := 1
-		for r := s - 1; r >= 0 && t[r] == '\\'; r-- {
-			run++
+		if s < e.from || s >= e.to {
+			e.from, e.to = s, s+1
+			for e.from > 0 && t[e.from-1] == '\\' {
+				e.from--
+			}
+			for e.to < len(t) && t[e.to] == '\\' {
+				e.to++
+			}
+			e.sc.budget -= e.to - e.from
 		}
-		if run%2 == 0 {
+		if (s-e.from+1)%2 == 0 {
 			return false // s is the letter of a \\ that ends at s+1 <= i
 		}
 		size := 2
@@ -438,6 +598,157 @@ func insideEscape(t []byte, i int) bool {
 		return i < s+size
 	}
 	return false
+}
+
+// splice returns t with the matches found replaced, or t itself when
+// there are none; ok is false when the budget ran out, or when a match
+// outside JSON strings holds no scalar to replace (a value of JSON
+// punctuation only, such as "],[]").
+func (sc *scan) splice() (out []byte, ok bool) {
+	t, found := sc.t, sc.found
+	if sc.budget < 0 {
+		return nil, false
+	}
+	if len(found) == 0 {
+		return t, true
+	}
+	slices.SortFunc(found, func(a, b interval) int { return a.start - b.start })
+	if sc.json {
+		if found, ok = sc.scalars(found); !ok {
+			return nil, false
+		}
+		slices.SortFunc(found, func(a, b interval) int { return a.start - b.start })
+		if len(found) == 0 {
+			return t, true
+		}
+	}
+	out = make([]byte, 0, len(t))
+	prev := 0
+	for i := 0; i < len(found); {
+		iv := found[i]
+		end := iv.end
+		for i++; i < len(found) && found[i].start <= end && found[i].outside == iv.outside; i++ {
+			end = max(end, found[i].end)
+		}
+		if iv.start < prev {
+			return nil, false // a match across a string's end: not valid JSON
+		}
+		out = append(out, t[prev:iv.start]...)
+		if !iv.outside {
+			out = append(out, Redacted...)
+		} else if out, ok = appendScalarsRedacted(out, t[iv.start:end]); !ok {
+			return nil, false
+		}
+		sc.spent += end - prev
+		prev = end
+	}
+	return append(out, t[prev:]...), true
+}
+
+// scalars sorts out the matches in a JSON text, sorted by start, in one
+// forward pass: a match inside a string stays as it is; one outside
+// strings is widened to the whole scalars (numbers, literals) at its ends,
+// and dropped when its value is short and it does not cover whole scalars
+// already. ok is false for a match outside strings without a scalar.
+func (sc *scan) scalars(found []interval) (kept []interval, ok bool) {
+	t := sc.t
+	str := strState{t: t}
+	kept = found[:0]
+	prevEnd := 0 // end of the last match widened outside strings
+	for _, iv := range found {
+		if str.in(iv.start) {
+			kept = append(kept, iv)
+			continue
+		}
+		iv.outside = true
+		if iv.punct {
+			return nil, false
+		}
+		if iv.short && (iv.start > 0 && isScalar(t[iv.start-1]) || iv.end < len(t) && isScalar(t[iv.end])) {
+			continue
+		}
+		s := iv.start
+		for iv.start > prevEnd && isScalar(t[iv.start-1]) {
+			iv.start--
+		}
+		from := max(iv.end, prevEnd)
+		e := from
+		for e < len(t) && isScalar(t[e]) {
+			e++
+		}
+		sc.spent += s - iv.start + e - from
+		iv.end, prevEnd = e, e
+		kept = append(kept, iv)
+	}
+	sc.spent += str.pos
+	return kept, true
+}
+
+// appendScalarsRedacted appends b, a run of JSON outside strings, with
+// each scalar in it replaced by the string "[REDACTED]" and the
+// punctuation and whitespace kept. ok is false when b holds no scalar.
+func appendScalarsRedacted(out, b []byte) ([]byte, bool) {
+	ok := false
+	for i := 0; i < len(b); {
+		if !isScalar(b[i]) {
+			out = append(out, b[i])
+			i++
+			continue
+		}
+		for i < len(b) && isScalar(b[i]) {
+			i++
+		}
+		out = append(out, `"`+Redacted+`"`...)
+		ok = true
+	}
+	return out, ok
+}
+
+// isScalar reports whether c, outside JSON strings, is part of a number or
+// a literal (true, false, null): not whitespace, punctuation or a quote.
+func isScalar(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', '{', '}', '[', ']', ',', ':', '"':
+		return false
+	}
+	return true
+}
+
+// strState tells whether a position of a JSON text is inside a string,
+// for positions asked in increasing order: one forward pass.
+type strState struct {
+	t      []byte
+	pos    int  // the state below is that of t[pos]
+	inside bool // t[pos] is inside a string (its quotes excluded)
+}
+
+func (s *strState) in(i int) bool {
+	for s.pos < i {
+		rest := s.t[s.pos:i]
+		if !s.inside {
+			q := bytes.IndexByte(rest, '"')
+			if q < 0 {
+				s.pos = i
+				break
+			}
+			s.pos += q + 1
+			s.inside = true
+			continue
+		}
+		q := bytes.IndexAny(rest, `"\`)
+		if q < 0 {
+			s.pos = i
+			break
+		}
+		s.pos += q
+		if s.t[s.pos] == '"' {
+			s.pos++
+			s.inside = false
+			continue
+		}
+		s.pos += 2 // an escape; what follows \u is hex digits
+	}
+	return s.inside
 }
 
 // redactTail replaces the end of t when it is the start of a form of the
@@ -473,8 +784,9 @@ type walker struct {
 }
 
 // maxSteps is the most ways forward from one state: a character read at
-// each JSON depth 0..maxJSONDepth, a percent-escape, a '+' for a space.
-const maxSteps = maxJSONDepth + 3
+// each JSON depth 0..maxJSONDepth, a percent-escape once and twice over
+// or '%2B' for a space, a '+' for a space.
+const maxSteps = maxJSONDepth + 4
 
 type step struct{ k, j int }
 
@@ -511,10 +823,12 @@ func (w *walker) walk(k, j int) {
 }
 
 // steps lists the ways t[j:] can go on with pt.p[k:]. Letters and digits
-// of p are taken only as they are.
+// of p are taken only as they are. Between two characters of a base64
+// form, a line break (CR or LF, as it is or escaped) is passed over.
 func (w *walker) steps(k, j int, out *[maxSteps]step) int {
 	p, c := w.pt.p[k], w.t[j]
-	if isAlnum(p) {
+	wrap := w.pt.b64 && k > 0
+	if isAlnum(p) && !(wrap && (c == '\n' || c == '\r' || c == '\\')) {
 		if c != p {
 			return 0
 		}
@@ -539,29 +853,56 @@ func (w *walker) steps(k, j int, out *[maxSteps]step) int {
 		ch, st := readChar(w.t, j, d)
 		switch st {
 		case charOK:
-			if k2, ok := w.accept(k, ch); ok {
-				add(k2, ch.end)
+			if wrap && (ch.v == '\n' || ch.v == '\r') && !(ch.raw && w.json) {
+				add(k, ch.end)
+			} else if !isAlnum(p) {
+				if k2, ok := w.accept(k, ch); ok {
+					add(k2, ch.end)
+				}
 			}
 		case charShort:
 			w.partial = w.partial || k > 0
 		}
 	}
+	if isAlnum(p) {
+		return n
+	}
 	switch c {
 	case '%':
-		switch {
-		case j+2 < len(w.t):
-			if v, ok := unhex2(w.t[j+1], w.t[j+2]); ok && w.same(v, p) {
-				add(k+1, j+3)
-			}
-		case k > 0 && (j+1 == len(w.t) || isHex(w.t[j+1])):
-			w.partial = true
-		}
+		w.percent(k, j, add)
 	case '+':
 		if p == ' ' {
 			add(k+1, j+1)
 		}
 	}
 	return n
+}
+
+// percent adds the ways a percent-escape at t[j] goes on with pt.p[k]:
+// %XX, %25XX (escaped twice), and %2B for a space (a '+' escaped).
+func (w *walker) percent(k, j int, add func(k2, j2 int)) {
+	t, p := w.t, w.pt.p[k]
+	if j+2 >= len(t) {
+		w.partial = w.partial || k > 0 && (j+1 == len(t) || isHex(t[j+1]))
+		return
+	}
+	v, ok := unhex2(t[j+1], t[j+2])
+	switch {
+	case !ok:
+		return
+	case w.same(v, p), v == '+' && p == ' ':
+		add(k+1, j+3)
+	}
+	if v != '%' {
+		return
+	}
+	if j+4 >= len(t) {
+		w.partial = w.partial || k > 0 && (j+3 == len(t) || isHex(t[j+3]))
+		return
+	}
+	if v, ok := unhex2(t[j+3], t[j+4]); ok && (w.same(v, p) || v == '+' && p == ' ') {
+		add(k+1, j+5)
+	}
 }
 
 // accept reports whether ch continues pt.p at k, and where it leaves k.

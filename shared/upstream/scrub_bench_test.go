@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,23 @@ func BenchmarkScrubJSON(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = s.JSON(doc)
+	}
+}
+
+// BenchmarkScrubAdversarial scrubs the adversarial texts at 8 MB, the
+// largest answer read, plain and in JSON, and reports the work per byte
+// (failing over maxWorkPerByte) beside the time.
+func BenchmarkScrubAdversarial(b *testing.B) {
+	for _, tc := range adversarial() {
+		for _, inJSON := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/json=%v", tc.name, inJSON), func(b *testing.B) {
+				var per float64
+				for b.Loop() {
+					per = adversarialWork(b, tc, 8<<20, inJSON)
+				}
+				b.ReportMetric(per, "work/byte")
+			})
+		}
 	}
 }
 
