@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
@@ -136,23 +135,11 @@ func startMirror(b *testing.B, wrapFlags []string) (cmd *exec.Cmd, in, out *os.F
 	b.Helper()
 	argv := childArgv(b, "mirror", "")
 	if wrapFlags != nil {
-		pol := writeFile(b, "policy.yaml", testPolicy)
-		audit := filepath.Join(b.TempDir(), "audit.jsonl")
 		role := "wrap"
 		if len(wrapFlags) > 0 && wrapFlags[0] == "BARE" {
 			role, wrapFlags = "bare-relay", wrapFlags[1:]
 		}
-		w := []string{self(b), roleFlag + role}
-		for _, a := range wrapFlags {
-			switch a {
-			case "POLICY":
-				a = pol
-			case "AUDIT":
-				a = audit
-			}
-			w = append(w, a)
-		}
-		argv = append(append(w, "--"), argv...)
+		argv = append([]string{self(b)}, wrapArgs(b, role, wrapFlags, argv)...)
 	}
 	cmd = exec.Command(argv[0], argv[1:]...)
 	childIn, in, _ := pipe()

@@ -66,17 +66,7 @@ func TestExitDoesNotWaitForGrandchildren(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			pidFile := filepath.Join(dir, "grandchild.pid")
-			args := []string{roleFlag + tc.role}
-			for _, f := range tc.flags {
-				switch f {
-				case "POLICY":
-					f = writeFile(t, "policy.yaml", testPolicy)
-				case "AUDIT":
-					f = filepath.Join(dir, "audit.jsonl")
-				}
-				args = append(args, f)
-			}
-			args = append(append(args, "--"), childArgv(t, "orphaner", pidFile, strconv.Itoa(size))...)
+			args := wrapArgs(t, tc.role, tc.flags, childArgv(t, "orphaner", pidFile, strconv.Itoa(size)))
 			inR, inW, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)

@@ -192,6 +192,24 @@ func self(t testing.TB) string {
 }
 
 // childArgv is the argv of the test binary in role, for use after "--".
+// wrapArgs is the arguments of the test binary in a wrap role ("wrap" or
+// "bare-relay") with flags, where "POLICY" stands for the test policy and
+// "AUDIT" for a fresh audit file, then "--" and the child's argv.
+func wrapArgs(t testing.TB, role string, flags []string, child []string) []string {
+	t.Helper()
+	args := []string{roleFlag + role}
+	for _, f := range flags {
+		switch f {
+		case "POLICY":
+			f = writeFile(t, "policy.yaml", testPolicy)
+		case "AUDIT":
+			f = filepath.Join(t.TempDir(), "audit.jsonl")
+		}
+		args = append(args, f)
+	}
+	return append(append(args, "--"), child...)
+}
+
 func childArgv(t testing.TB, role string, args ...string) []string {
 	return append([]string{self(t), roleFlag + role}, args...)
 }

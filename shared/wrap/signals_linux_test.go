@@ -25,14 +25,7 @@ func TestSignalReachesAStoppedChild(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
-			args := []string{roleFlag + "wrap"}
-			for _, f := range tc.flags {
-				if f == "POLICY" {
-					f = writeFile(t, "policy.yaml", testPolicy)
-				}
-				args = append(args, f)
-			}
-			args = append(append(args, "--"), childArgv(t, "forker", pidFile)...)
+			args := wrapArgs(t, "wrap", tc.flags, childArgv(t, "forker", pidFile))
 			cmd := exec.Command(self(t), args...)
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 			in, _ := cmd.StdinPipe()

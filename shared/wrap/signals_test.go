@@ -31,14 +31,7 @@ func TestSignalReachesTheChildsGroup(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			pidFile := filepath.Join(dir, "grandchild.pid")
-			args := []string{roleFlag + "wrap"}
-			for _, f := range tc.flags {
-				if f == "POLICY" {
-					f = writeFile(t, "policy.yaml", testPolicy)
-				}
-				args = append(args, f)
-			}
-			args = append(append(args, "--"), childArgv(t, "forker", pidFile)...)
+			args := wrapArgs(t, "wrap", tc.flags, childArgv(t, "forker", pidFile))
 			cmd := exec.Command(self(t), args...)
 			// No controlling terminal, whatever the test runs under: in the
 			// foreground of one, the child shares wrap's group (see

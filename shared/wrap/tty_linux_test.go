@@ -32,14 +32,7 @@ func TestTerminal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			master, slave := openPty(t)
-			args := []string{roleFlag + "wrap"}
-			for _, f := range tc.flags {
-				if f == "POLICY" {
-					f = writeFile(t, "policy.yaml", testPolicy)
-				}
-				args = append(args, f)
-			}
-			args = append(append(args, "--"), childArgv(t, "ttychild")...)
+			args := wrapArgs(t, "wrap", tc.flags, childArgv(t, "ttychild"))
 			cmd := exec.Command(self(t), args...)
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -117,14 +110,7 @@ func TestChildCanOpenTheTerminal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			master, slave := openPty(t)
-			args := []string{roleFlag + "wrap"}
-			for _, f := range tc.flags {
-				if f == "POLICY" {
-					f = writeFile(t, "policy.yaml", testPolicy)
-				}
-				args = append(args, f)
-			}
-			args = append(append(args, "--"), childArgv(t, "devtty")...)
+			args := wrapArgs(t, "wrap", tc.flags, childArgv(t, "devtty"))
 			inR, inW, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
