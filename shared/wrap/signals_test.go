@@ -29,44 +29,79 @@ func TestSignalReachesTheChildsGroup(t *testing.T) {
 		{"policy, SIGHUP", []string{"--policy", "POLICY"}, syscall.SIGHUP},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			pidFile := filepath.Join(dir, "grandchild.pid")
-			args := wrapArgs(t, "wrap", tc.flags, childArgv(t, "forker", pidFile))
-			cmd := exec.Command(self(t), args...)
-			// No controlling terminal, whatever the test runs under: in the
-			// foreground of one, the child shares wrap's group (see
-			// TestChildCanOpenTheTerminal).
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-			in, _ := cmd.StdinPipe()
-			defer in.Close()
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			grandchild := waitPid(t, pidFile)
-			t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
+			cmd, grandchild := startForker(t, tc.flags)
 			if err := cmd.Process.Signal(tc.sig); err != nil {
 				t.Fatal(err)
 			}
-			waitErr := make(chan error, 1)
-			go func() { waitErr <- cmd.Wait() }()
-			select {
-			case <-waitErr:
-			case <-time.After(10 * time.Second):
-				_ = cmd.Process.Kill()
-				t.Fatal("wrap did not exit")
-			}
+			waitExit(t, cmd, func() { _ = cmd.Process.Kill() }, "wrap did not exit")
 			if got, want := cmd.ProcessState.ExitCode(), 128+int(tc.sig); got != want {
 				t.Errorf("wrap exited %d, want %d", got, want)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for !ended(grandchild) {
-				if time.Now().After(deadline) {
-					t.Fatalf("grandchild %d still running after wrap got %v", grandchild, tc.sig)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitUntil(t, 5*time.Second, func() bool { return ended(grandchild) },
+				"grandchild still running after wrap got "+tc.sig.String())
 		})
 	}
+}
+
+// startForker starts wrap (with flags) over a child that starts a sleeping
+// grandchild, and returns wrap's command and the grandchild's pid. wrap
+// runs in a session of its own: with no controlling terminal, whatever the
+// test runs under (in the foreground of one, the child would share wrap's
+// group; see TestChildCanOpenTheTerminal).
+func startForker(t *testing.T, flags []string) (*exec.Cmd, int) {
+	t.Helper()
+	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+	cmd := exec.Command(self(t), wrapArgs(t, "wrap", flags, childArgv(t, "forker", pidFile))...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	in, _ := cmd.StdinPipe()
+	t.Cleanup(func() { _ = in.Close() })
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	grandchild := waitPid(t, pidFile)
+	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
+	return cmd, grandchild
+}
+
+// waitExit waits up to 10 s for cmd to exit; past that it calls kill,
+// reaps cmd and fails with msg.
+func waitExit(t *testing.T, cmd *exec.Cmd, kill func(), msg string) {
+	t.Helper()
+	waitErr := make(chan error, 1)
+	go func() { waitErr <- cmd.Wait() }()
+	select {
+	case <-waitErr:
+	case <-time.After(10 * time.Second):
+		kill()
+		<-waitErr
+		t.Fatal(msg)
+	}
+}
+
+// waitUntil polls cond every 10 ms for up to d, and fails with msg after.
+func waitUntil(t *testing.T, d time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+	}
+}
+
+// procState is pid's state letter from /proc (R, S, T, Z, ...); ok is
+// false where /proc cannot be read.
+func procState(pid int) (state byte, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// pid (comm) S ...: the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return 0, false
+	}
+	return s[i+2], true
 }
 
 // waitPid waits for a sleeper to write its pid to path.
@@ -89,12 +124,9 @@ func waitPid(t *testing.T, path string) int {
 
 // ended reports whether pid has exited (gone, or a zombie nobody reaped).
 func ended(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	st, ok := procState(pid)
+	if !ok {
 		return syscall.Kill(pid, 0) == syscall.ESRCH
 	}
-	// pid (comm) S ...: the state follows the last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+	return st == 'Z'
 }

@@ -145,7 +145,7 @@ func TestChildCanOpenTheTerminal(t *testing.T) {
 			case <-waitErr:
 				waitErr <- nil
 			case <-time.After(10 * time.Second):
-				t.Fatalf("wrap did not exit: the child is stuck reading the terminal; screen %q; %s", screen.String(), procState(cmd.Process.Pid))
+				t.Fatalf("wrap did not exit: the child is stuck reading the terminal; screen %q; %s", screen.String(), childrenOf(cmd.Process.Pid))
 			}
 			if got := cmd.ProcessState.ExitCode(); got != 5 {
 				t.Errorf("wrap exited %d, want the child's 5; screen %q", got, screen.String())
@@ -155,8 +155,8 @@ func TestChildCanOpenTheTerminal(t *testing.T) {
 	}
 }
 
-// procState describes pid's children: pid (comm) state ppid pgrp ...
-func procState(pid int) string {
+// childrenOf describes pid's children: pid (comm) state ppid pgrp ...
+func childrenOf(pid int) string {
 	var out []string
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
