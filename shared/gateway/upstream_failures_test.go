@@ -220,36 +220,33 @@ func TestUpstreamIdleConnClosed(t *testing.T) {
 	}
 }
 
+// TestUpstreamResetBeforeRequestSent: a first call lists the tools (the
+// catalog keeps them); then the upstream goes away: every new connection is
+// refused before a byte of the request leaves, which is retried
+// UPSTREAM_MAX_RETRIES times.
 func TestUpstreamResetBeforeRequestSent(t *testing.T) {
-	// A first call lists the tools (the catalog keeps them); then the
-	// upstream goes away: every new connection is refused before a byte of
-	// the request leaves, which is retried UPSTREAM_MAX_RETRIES times.
-	up := startRaw(t, okCall("fine"))
-	e := newUpEnv(t, up.URL, upOpts{})
-	if r := e.invoke(t, "work", `{}`); r.code() != 0 {
-		t.Fatalf("warm-up call: %s", r.Raw)
-	}
-	up.Close()
-	e.Trans.CloseIdleConnections()
-	before := e.Dials.Load()
-	checkUpstreamError(t, e, e.invoke(t, "work", `{}`), "could not connect")
-	if n := e.Dials.Load() - before; n != 3 {
-		t.Errorf("gateway dialed %d times; want 3 (1 + UPSTREAM_MAX_RETRIES=2)", n)
-	}
-}
-
-func TestUpstreamRetriesSetting(t *testing.T) {
-	up := startRaw(t, okCall("fine"))
-	e := newUpEnv(t, up.URL, upOpts{settings: func(s *config.Settings) { s.UpstreamMaxRetries = 0 }})
-	if r := e.invoke(t, "work", `{}`); r.code() != 0 {
-		t.Fatalf("warm-up call: %s", r.Raw)
-	}
-	up.Close()
-	e.Trans.CloseIdleConnections()
-	before := e.Dials.Load()
-	checkUpstreamError(t, e, e.invoke(t, "work", `{}`), "could not connect")
-	if n := e.Dials.Load() - before; n != 1 {
-		t.Errorf("gateway dialed %d times; want 1 with UPSTREAM_MAX_RETRIES=0", n)
+	for _, tc := range []struct {
+		name     string
+		settings func(*config.Settings)
+		dials    int
+	}{
+		{"default UPSTREAM_MAX_RETRIES (2)", nil, 3},
+		{"UPSTREAM_MAX_RETRIES=0", func(s *config.Settings) { s.UpstreamMaxRetries = 0 }, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := startRaw(t, okCall("fine"))
+			e := newUpEnv(t, up.URL, upOpts{settings: tc.settings})
+			if r := e.invoke(t, "work", `{}`); r.code() != 0 {
+				t.Fatalf("warm-up call: %s", r.Raw)
+			}
+			up.Close()
+			e.Trans.CloseIdleConnections()
+			before := e.Dials.Load()
+			checkUpstreamError(t, e, e.invoke(t, "work", `{}`), "could not connect")
+			if n := e.Dials.Load() - before; n != int64(tc.dials) {
+				t.Errorf("gateway dialed %d times; want %d (1 + UPSTREAM_MAX_RETRIES)", n, tc.dials)
+			}
+		})
 	}
 }
 
