@@ -142,14 +142,14 @@ func (g *Gateway) callParams(ep endpoint, c *pipeline.Call) *refusal.Refusal {
 		// last: a call must not be checked as one thing and run as another.
 		return refusal.New(refusal.InvalidParams, "Invalid params: duplicate key "+quoteKey(k)+" (parsers disagree on which one counts)")
 	}
-	var odd string // a member a lenient decoder takes for one we read, spelled otherwise
+	var odd, want string // a member a lenient decoder takes for one we read, spelled otherwise
 	jsonrpc.Members(c.Params, func(k string, _ json.RawMessage) {
-		if odd == "" && k != callMembers[jsonrpc.Fold(k)] && callMembers[jsonrpc.Fold(k)] != "" {
-			odd = k
+		if m := callMembers[jsonrpc.Fold(k)]; odd == "" && m != "" && m != k {
+			odd, want = k, m
 		}
 	})
 	if odd != "" {
-		return refusal.New(refusal.InvalidParams, "Invalid params: "+quoteKey(odd)+" must be spelled "+strconv.Quote(callMembers[jsonrpc.Fold(odd)]))
+		return refusal.New(refusal.InvalidParams, "Invalid params: "+quoteKey(odd)+" must be spelled "+strconv.Quote(want))
 	}
 	name, ok := jsonrpc.StringMember(c.Params, "name")
 	if !ok || name == "" {
