@@ -24,6 +24,9 @@ type Record struct {
 	Outcome       string    `json:"outcome"`        // allowed, refused, error, indeterminate
 	LatencyMs     float64   `json:"latency_ms"`
 	PolicyHash    string    `json:"policy_hash"`
+	// Degraded names the fail-open checks that could not decide and let
+	// the call through (their store was unreachable).
+	Degraded []string `json:"degraded,omitempty"`
 	// Detail is free text for decisions (who approved, why), never secrets.
 	Detail string `json:"detail,omitempty"`
 }

@@ -103,7 +103,7 @@ func newDynEnv(t *testing.T, tune func(*config.Settings), tiers quota.Tiers) *dy
 }
 
 // newDynEnvWith builds the two instances; production wires them as the
-// Lambda function does: every store of the backend and the registry cache.
+// Lambda function does, with the registry cache.
 func newDynEnvWith(t *testing.T, tune func(*config.Settings), tiers quota.Tiers, production bool) *dynEnv {
 	t.Helper()
 	ctx := context.Background()
@@ -123,18 +123,16 @@ func newDynEnvWith(t *testing.T, tune func(*config.Settings), tiers quota.Tiers,
 		e.Logs[i] = &requestLog{}
 		e.Stores[i] = env.Store(t, dynamo.Options{}, e.Logs[i].middleware)
 		st := e.Stores[i]
-		deps := gateway.Deps{
+		o := &gateway.Options{
 			Settings: s,
-			Backend:  gateway.Backend{Registry: st, Sessions: st, Audit: st, Counters: st, Stops: st},
 			Logger:   log,
 			Now:      func() time.Time { return e.Now },
 			Tiers:    tiers,
 		}
 		if production {
-			deps.Backend.Approvals, deps.Backend.Breaker, deps.Backend.Idempotency = st, st, st
-			deps.RegistryCacheTTL = 10 * time.Second
+			o.RegistryCacheTTL = 10 * time.Second
 		}
-		gw, err := gateway.Build(deps)
+		gw, err := gateway.New(st, o)
 		if err != nil {
 			t.Fatal(err)
 		}

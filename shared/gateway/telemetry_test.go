@@ -89,9 +89,8 @@ func newTelEnv(t *testing.T, logs *syncBuf, perTool int) *telEnv {
 	s.RateLimitPerTool = perTool
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(e.spans), sdktrace.WithIDGenerator(telemetry.IDGenerator{}))
 	var err error
-	e.gw, err = gateway.Build(gateway.Deps{
+	e.gw, err = gateway.New(e.store, &gateway.Options{
 		Settings:    s,
-		Backend:     gateway.Backend{Registry: e.store, Sessions: e.store, Counters: e.store},
 		Logger:      telemetry.NewLogger(logs, slog.LevelDebug),
 		Credentials: credentials.New(credentials.Options{Local: true, Getenv: func(k string) string { return map[string]string{"UP_KEY": upstreamSecret}[k] }}),
 		Tracer:      telemetry.NewTracer(tp, false, nil),
@@ -201,7 +200,7 @@ func TestNoSecretInLogs(t *testing.T) {
 	gwLogs, adminLogs := &syncBuf{}, &syncBuf{}
 	e := newTelEnv(t, gwLogs, 3)
 	adminKey := admin.NewKey()
-	adm, err := admin.New(admin.Options{AdminKey: adminKey, Registry: e.store, Approvals: e.store, Stops: e.store,
+	adm, err := admin.New(e.store, &admin.Options{AdminKey: adminKey,
 		LocalMode: true, Logger: telemetry.NewLogger(adminLogs, slog.LevelDebug)})
 	must(t, err)
 	adminDo := func(method, path, key, body string) (int, string) {
