@@ -6,7 +6,8 @@
 // -32064 of the seed; an upstream's own JSON-RPC error is an answer, not a
 // failure) the circuit opens and calls fast-fail with -32063 for Cooldown.
 // Then exactly one call, the probe, goes through; its success closes the
-// circuit and its failure opens it again. Transitions are gobreaker's (see
+// circuit and its failure opens it again. The transitions are one pure
+// function of the shared record, a result and the injected clock (see
 // machine.go). Results reach the breaker from the upstream client
 // (upstream.Client.Observe → Check.Observe), so only what really happened
 // upstream counts.
@@ -30,8 +31,6 @@ import (
 	"math"
 	"sync"
 	"time"
-
-	"github.com/sony/gobreaker/v2"
 
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -57,9 +56,8 @@ type Options struct {
 
 // Check is the breaker slot. It is safe for concurrent use.
 type Check struct {
-	o        Options
-	settings gobreaker.Settings
-	clean    sync.Map // key → struct{}: circuits this process last saw closed and clean
+	o     Options
+	clean sync.Map // key → struct{}: circuits this process last saw closed and clean
 }
 
 // New returns the check; o is copied and defaults filled.
@@ -82,17 +80,7 @@ func New(o Options) *Check {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	threshold := uint32(o.Threshold)
-	return &Check{o: o, settings: gobreaker.Settings{
-		Name:        "upstream",
-		MaxRequests: 1, // one probe when half-open
-		Interval:    0, // consecutive failures are never reset by time
-		Timeout:     o.Cooldown,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
-		IsSuccessful: func(err error) bool {
-			return err == nil
-		},
-	}}
+	return &Check{o: o}
 }
 
 // Slot implements pipeline.Check.
@@ -188,7 +176,8 @@ func (k *Check) admit(ctx context.Context, key, server, holder string, now time.
 			k.o.Logger.WarnContext(ctx, "breaker: circuit store unavailable; call let through", "key", key, "err", err)
 			return false, nil
 		}
-		if c.OpenUntil.IsZero() {
+		st := stateAt(c, now)
+		if st == closed {
 			if c.Failures == 0 {
 				k.clean.Store(key, struct{}{})
 			} else {
@@ -197,7 +186,7 @@ func (k *Check) admit(ctx context.Context, key, server, holder string, now time.
 			return false, nil
 		}
 		k.clean.Delete(key)
-		if now.Before(c.OpenUntil) {
+		if st == open {
 			secs := int(math.Ceil(c.OpenUntil.Sub(now).Seconds()))
 			return false, refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
 				"Upstream unavailable: circuit open for %s after repeated upstream failures; retry in %ds", server, secs))

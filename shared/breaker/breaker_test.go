@@ -53,9 +53,9 @@ func TestStateMachine(t *testing.T) {
 	if c := code(k.Check(ctx, call())); c != refusal.CodeUpstreamUnavailable {
 		t.Fatalf("during the cooldown: %v; want -32063", c)
 	}
-	// gobreaker stamps the opening with its own time.Now, which lands a few
-	// microseconds after the injected clock's reading: step past it.
-	clk.Advance(time.Second + time.Millisecond)
+	// The injected clock is the only time source: the cooldown ends
+	// exactly 10s after the opening failure.
+	clk.Advance(time.Second)
 	// Cooldown over: exactly one of many concurrent calls is the probe.
 	var admitted atomic.Int64
 	var wg sync.WaitGroup

@@ -2,100 +2,87 @@ package breaker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
-
-	"github.com/sony/gobreaker/v2"
 
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
-// The circuit's transitions are gobreaker's: a result is recorded by
-// loading the shared record into a gobreaker.DistributedCircuitBreaker
-// whose SharedDataStore is one conditional read-modify-write on Store
-// (shared below), and running Execute with a function that only returns
-// the result. gobreaker never wraps the upstream call itself: its lock
-// would be held for the whole call, and it takes no context. Admission is
-// read straight from the derived fields of Circuit (Check.admit).
+// The circuit's state machine is transition, a pure function of the stored
+// record, one upstream result and the gateway clock's reading (Options.Now,
+// the only time source). A result is recorded by one conditional
+// read-modify-write of the record (Check.record); admission reads the same
+// record (Check.admit) through stateAt, so both agree on every instant.
+
+// state is a circuit's state at an instant, derived from its record.
+type state int
+
+const (
+	closed   state = iota // OpenUntil zero: calls go through, failures count
+	open                  // now before OpenUntil: calls fast-fail
+	halfOpen              // OpenUntil reached: one probe call goes through
+)
+
+func (s state) String() string {
+	switch s {
+	case closed:
+		return "closed"
+	case open:
+		return "open"
+	default:
+		return "half-open"
+	}
+}
+
+// stateAt is c's state at now. Only OpenUntil decides: it is written with
+// every transition, also by earlier versions that kept gobreaker's JSON in
+// State, which is no longer read.
+func stateAt(c Circuit, now time.Time) state {
+	switch {
+	case c.OpenUntil.IsZero():
+		return closed
+	case now.Before(c.OpenUntil):
+		return open
+	default:
+		return halfOpen
+	}
+}
+
+// transition returns the record after one upstream result (failed or a
+// success) observed at now, and whether it differs from c (false: nothing
+// to write).
 //
-// gobreaker reads time.Now; the shared record keeps the gateway clock's
-// times, and shared shifts them by (time.Now() - clock) on the way in and
-// back on the way out, so an injected clock drives the cooldown.
-
-// errRecorded tells Execute the result was stored as a success or failure;
-// nothing else flows through gobreaker.
-var errFailure = errors.New("upstream failure")
-
-// shared is a gobreaker.SharedDataStore over one circuit record, for one
-// recording.
-type shared struct {
-	ctx   context.Context
-	st    Store
-	key   string
-	now   func() time.Time
-	c     Circuit // as last read or written
-	shift time.Duration
+//	closed    success  → closed, Failures 0
+//	closed    failure  → closed, Failures+1; open for cooldown once Failures ≥ threshold
+//	open      any      → unchanged: the result of a call admitted before the circuit opened
+//	half-open success  → closed, Failures 0
+//	half-open failure  → open for cooldown from now
+//
+// Every change frees the probe (only leaving half-open can have one).
+// Failures counts the consecutive failures, the ones that opened the
+// circuit included.
+func transition(c Circuit, failed bool, now time.Time, threshold int, cooldown time.Duration) (Circuit, bool) {
+	next := c
+	next.State = nil // gobreaker's, from earlier versions: stale once written over
+	next.Probe, next.ProbeUntil = "", time.Time{}
+	switch st := stateAt(c, now); {
+	case st == open:
+		return c, false
+	case !failed && st == closed && c.Failures == 0:
+		return c, false // closed and clean (or never written)
+	case !failed:
+		next.Failures, next.OpenUntil = 0, time.Time{}
+	case st == halfOpen || c.Failures+1 >= threshold:
+		next.Failures, next.OpenUntil = c.Failures+1, now.Add(cooldown)
+	default:
+		next.Failures++
+	}
+	return next, true
 }
 
-func (s *shared) Lock(string) error   { return nil } // writes are conditional instead
-func (s *shared) Unlock(string) error { return nil }
-
-func (s *shared) GetData(string) ([]byte, error) {
-	if len(s.c.State) == 0 {
-		return nil, nil
-	}
-	var ss gobreaker.SharedState
-	if err := json.Unmarshal(s.c.State, &ss); err != nil {
-		return nil, nil // unreadable state: start closed
-	}
-	ss.Start = shiftTime(ss.Start, s.shift)
-	ss.Expiry = shiftTime(ss.Expiry, s.shift)
-	return json.Marshal(ss)
-}
-
-func (s *shared) SetData(_ string, data []byte) error {
-	var ss gobreaker.SharedState
-	if err := json.Unmarshal(data, &ss); err != nil {
-		return err
-	}
-	ss.Start = shiftTime(ss.Start, -s.shift)
-	ss.Expiry = shiftTime(ss.Expiry, -s.shift)
-	b, err := json.Marshal(ss)
-	if err != nil {
-		return err
-	}
-	next := s.c
-	next.State = b
-	next.Failures = int(ss.Counts.ConsecutiveFailures)
-	switch ss.State {
-	case gobreaker.StateClosed:
-		next.OpenUntil = time.Time{}
-	case gobreaker.StateOpen:
-		next.OpenUntil = ss.Expiry
-	default: // half-open
-		next.OpenUntil = ss.Start
-	}
-	if ss.State != gobreaker.StateHalfOpen {
-		next.Probe, next.ProbeUntil = "", time.Time{}
-	}
-	if err := s.st.PutCircuit(s.ctx, s.key, next); err != nil {
-		return err
-	}
-	next.Version++
-	s.c = next
-	return nil
-}
-
-func shiftTime(t time.Time, d time.Duration) time.Time {
-	if t.IsZero() {
-		return t
-	}
-	return t.Add(d)
-}
-
-// record stores one result (failed or not) on the circuit of key through
-// gobreaker's state machine, retrying a lost race a few times.
+// record stores one result (failed or not) on the circuit of key, retrying
+// a lost race a few times: each attempt reads the record again and applies
+// transition to what another process left.
 func (k *Check) record(ctx context.Context, key string, failed bool) error {
 	var err error
 	for range 4 {
@@ -104,32 +91,11 @@ func (k *Check) record(ctx context.Context, key string, failed bool) error {
 		if err != nil {
 			return err
 		}
-		if !failed && c.Version != 0 && c.OpenUntil.IsZero() && c.Failures == 0 {
-			return nil // closed and clean: nothing to write
-		}
-		if !failed && c.Version == 0 {
+		next, changed := transition(c, failed, k.o.Now(), k.o.Threshold, k.o.Cooldown)
+		if !changed {
 			return nil
 		}
-		sh := &shared{ctx: ctx, st: k.o.Store, key: key, now: k.o.Now, c: c, shift: time.Since(k.o.Now())}
-		var dcb *gobreaker.DistributedCircuitBreaker[struct{}]
-		dcb, err = gobreaker.NewDistributedCircuitBreaker[struct{}](sh, k.settings)
-		if err == nil {
-			_, err = dcb.Execute(func() (struct{}, error) {
-				if failed {
-					return struct{}{}, errFailure
-				}
-				return struct{}{}, nil
-			})
-		}
-		switch {
-		case err == nil, errors.Is(err, errFailure),
-			errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
-			// Recorded, or ignored by gobreaker (a result arriving while
-			// the circuit is open belongs to an older generation).
-			return nil
-		case errors.Is(err, store.ErrConflict):
-			continue // another process moved the circuit on: reload
-		default:
+		if err = k.o.Store.PutCircuit(ctx, key, next); !isConflict(err) {
 			return err
 		}
 	}

@@ -9,12 +9,15 @@ import (
 // Writes are conditional on Version, so two gateway processes that race on
 // a transition cannot both win.
 type Circuit struct {
-	// State is gobreaker's SharedState as JSON, its times in the gateway
-	// clock's domain; nil when the circuit has never failed.
+	// State is no longer read, and is written as nil. Earlier versions
+	// kept gobreaker's SharedState here as JSON (with OpenUntil and
+	// Failures derived from it on every write, so those fields alone
+	// describe such a record too).
 	State []byte
-	// OpenUntil and Failures are derived from State on every write so that
-	// admission needs no decoding: OpenUntil is zero while closed, the end
-	// of the cooldown while open, and a past instant once half-open.
+	// OpenUntil is zero while closed, the end of the cooldown while open,
+	// and a past instant once half-open. Failures counts consecutive
+	// upstream failures; a success while closed or half-open resets it.
+	// See transition (machine.go).
 	OpenUntil time.Time
 	Failures  int
 	// Probe names the call that holds the half-open probe until ProbeUntil
