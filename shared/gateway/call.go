@@ -263,7 +263,7 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o pipeline.Outcom
 		ParamsHash:    audit.HashParams(jsonrpc.Member(c.Params, "arguments")),
 		Code:          code,
 		Word:          word,
-		Outcome:       string(o),
+		Outcome:       audit.Outcome(o),
 		LatencyMs:     float64(g.o.Now().Sub(c.Start).Microseconds()) / 1000,
 		PolicyHash:    c.PolicyHash,
 	}
