@@ -8,17 +8,12 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/auth"
+	"github.com/aegis-gw/aegis/shared/netguard"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/store"
-	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
-var (
-	idPattern     = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-	namePattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	callerPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:/+-]{0,127}$`)
-	headerPattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
-)
+var headerPattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
 
 // refPrefixes are the credential reference forms (registry.Credential).
 var refPrefixes = []string{"env:", "file:", "secretsmanager:", "ssm:"}
@@ -95,8 +90,8 @@ func (h *Handler) createTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) validTenant(req *TenantRequest) error {
-	if !idPattern.MatchString(req.ID) {
-		return badField("id", "want 1 to 63 of a-z 0-9 . _ -, starting with a letter or digit")
+	if err := registry.ValidateTenantID(req.ID); err != nil {
+		return badField("id", err.Error())
 	}
 	switch req.Tier {
 	case "":
@@ -111,7 +106,7 @@ func (h *Handler) validTenant(req *TenantRequest) error {
 		return badField("refusal_shape", "want error or result")
 	}
 	if req.WebhookURL != "" {
-		if err := upstream.ValidateURL(req.WebhookURL, h.o.LocalMode); err != nil {
+		if err := netguard.ValidateURL(req.WebhookURL, h.o.LocalMode); err != nil {
 			return badField("webhook_url", err.Error())
 		}
 		if req.WebhookSecretRef == "" {
@@ -190,13 +185,13 @@ func (h *Handler) putServer(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) validServer(req ServerRequest) error {
-	if !namePattern.MatchString(req.Name) {
-		return badField("name", "want 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit")
+	if err := registry.ValidateServerName(req.Name); err != nil {
+		return badField("name", err.Error())
 	}
 	if req.URL == "" {
 		return badField("url", "required")
 	}
-	if err := upstream.ValidateURL(req.URL, h.o.LocalMode); err != nil {
+	if err := netguard.ValidateURL(req.URL, h.o.LocalMode); err != nil {
 		return badField("url", err.Error())
 	}
 	if c := req.Credential; c != nil {
@@ -271,8 +266,8 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	if !callerPattern.MatchString(req.Caller) {
-		h.fail(w, r, badField("caller", "want 1 to 128 of A-Z a-z 0-9 . _ @ : / + -"))
+	if err := registry.ValidateCaller(req.Caller); err != nil {
+		h.fail(w, r, badField("caller", err.Error()))
 		return
 	}
 	secret, rec := auth.NewKey(t.ID, req.Caller, h.o.Now().UTC())

@@ -97,7 +97,7 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 			switch {
 			case err == nil:
 				k.record(ctx, c, used, EventConsumed, "")
-				c.OnDone(func(o pipeline.Outcome) { k.giveBack(ctx, c, used, o) })
+				c.OnDone(func(o audit.Outcome) { k.giveBack(ctx, c, used, o) })
 				return nil
 			case errors.Is(err, store.ErrConflict):
 				// Another call used it up (or it just expired): hold this one afresh.
@@ -135,8 +135,8 @@ func displayTool(c *pipeline.Call) string {
 // idempotency ledger, refused the call: it was never sent, so it must not
 // cost the approver's decision. Calls that reached the upstream (answered,
 // failed or timed out) keep it used: they may have run.
-func (k *Check) giveBack(ctx context.Context, c *pipeline.Call, used Approval, o pipeline.Outcome) {
-	if o != pipeline.Refused {
+func (k *Check) giveBack(ctx context.Context, c *pipeline.Call, used Approval, o audit.Outcome) {
+	if o != audit.OutcomeRefused {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)

@@ -23,8 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	snstypes "github.com/aws/aws-sdk-go-v2/service/sns/types"
 
+	"github.com/aegis-gw/aegis/shared/netguard"
 	"github.com/aegis-gw/aegis/shared/registry"
-	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
 // Event is what an approver is told when a call is held.
@@ -125,7 +125,7 @@ type Resolver interface {
 // secret its WebhookSecretRef names. A tenant without a WebhookURL is
 // skipped. Webhook itself is synchronous: wrap it in Async.
 type Webhook struct {
-	HTTP    *http.Client     // nil: a client with Timeout whose dialer applies upstream.Control
+	HTTP    *http.Client     // nil: a client with Timeout whose dialer applies netguard.Control
 	Local   bool             // aegis serve: loopback webhook URLs allowed
 	Secrets Resolver         // nil: webhooks go unsigned
 	Timeout time.Duration    // per delivery; 0 = 3 s
@@ -142,7 +142,7 @@ type Webhook struct {
 // something inside the gateway's network.
 func webhookClient(local bool) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: 3 * time.Second, Control: upstream.Control(local)}).DialContext
+	t.DialContext = (&net.Dialer{Timeout: 3 * time.Second, Control: netguard.Control(local)}).DialContext
 	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 

@@ -1,11 +1,42 @@
 // Package audit defines the audit record: one for every outcome of every
-// decidable call, refusals included.
+// decidable call, refusals included, at either enforcement boundary. The
+// gateway writes Record; `aegis wrap` writes its own line (shared/wrap),
+// whose shared fields follow the same rules: one Outcome vocabulary, one
+// params_hash (HashParams) and one policy_hash format (PolicyHash), checked
+// by Validate. docs/state.md lists the fields.
 package audit
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
+
+	"github.com/aegis-gw/aegis/shared/refusal"
 )
+
+// Outcome is how a decided call ended, the same word at both boundaries.
+type Outcome string
+
+// The four outcomes, the whole vocabulary.
+const (
+	OutcomeAllowed       Outcome = "allowed"       // let through: forwarded and answered (wrap: forwarded to the child); code 0, no word
+	OutcomeRefused       Outcome = "refused"       // an aegis check refused it before it ran; code and word from shared/refusal
+	OutcomeError         Outcome = "error"         // failed: an internal failure, the upstream unreachable, or the upstream's own JSON-RPC error (its code, no word)
+	OutcomeIndeterminate Outcome = "indeterminate" // the upstream got the call and did not answer in time: it may have run
+)
+
+// Outcomes is every Outcome, in the order above.
+var Outcomes = []Outcome{OutcomeAllowed, OutcomeRefused, OutcomeError, OutcomeIndeterminate}
+
+// Valid reports whether o is one of Outcomes.
+func (o Outcome) Valid() bool {
+	switch o {
+	case OutcomeAllowed, OutcomeRefused, OutcomeError, OutcomeIndeterminate:
+		return true
+	}
+	return false
+}
 
 // Record is one audit record. Params are never stored, only their hash.
 type Record struct {
@@ -18,17 +49,101 @@ type Record struct {
 	Method        string    `json:"method"`
 	Server        string    `json:"server,omitempty"`
 	Tool          string    `json:"tool,omitempty"`
-	ParamsHash    string    `json:"params_hash,omitempty"`
-	Code          int       `json:"code"`           // 0 when allowed
-	Word          string    `json:"word,omitempty"` // refusal word, "" when allowed
-	Outcome       string    `json:"outcome"`        // allowed, refused, error, indeterminate
+	ParamsHash    string    `json:"params_hash,omitempty"` // HashParams of the tools/call arguments
+	Code          int       `json:"code"`                  // 0 when allowed
+	Word          string    `json:"word,omitempty"`        // refusal word, "" when allowed
+	Outcome       Outcome   `json:"outcome"`
 	LatencyMs     float64   `json:"latency_ms"`
-	PolicyHash    string    `json:"policy_hash"`
+	PolicyHash    string    `json:"policy_hash"` // PolicyHash of the set in force; PolicyHashNone for none
 	// Degraded names the fail-open checks that could not decide and let
 	// the call through (their store was unreachable).
 	Degraded []string `json:"degraded,omitempty"`
 	// Detail is free text for decisions (who approved, why), never secrets.
 	Detail string `json:"detail,omitempty"`
+}
+
+// Validate reports the first rule r breaks, or nil. It is pure and cheap
+// (no allocation on success), so writers may call it on every record.
+//
+//   - time, layer ("gateway" or "wrap"), method and policy_hash are set;
+//     a gateway record also names its tenant, caller and correlation id
+//     (wrap has none of them: shared/wrap validates its records by
+//     projecting their shared fields onto a Record with layer "wrap");
+//   - outcome is one of Outcomes;
+//   - policy_hash, and params_hash when set, are in the one hash format
+//     (64 lower-case hex digits, see HashParams and PolicyHash); a
+//     tools/call record has a params_hash;
+//   - allowed has code 0 and no word; refused and indeterminate have a
+//     word; any word is a row of refusal.Table, and the code is that
+//     row's code, or -32042 (refusal.CodeWrapRefused) at layer wrap. An
+//     error without a word is the upstream's own JSON-RPC error, whose
+//     code is passed through as it is.
+func (r Record) Validate() error {
+	switch {
+	case r.Time.IsZero():
+		return errors.New("audit: record has no time")
+	case r.Method == "":
+		return errors.New("audit: record has no method")
+	case !r.Outcome.Valid():
+		return fmt.Errorf("audit: unknown outcome %q", r.Outcome)
+	case r.LatencyMs < 0:
+		return fmt.Errorf("audit: negative latency_ms %g", r.LatencyMs)
+	}
+	switch refusal.Layer(r.Layer) {
+	case refusal.LayerGateway:
+		switch {
+		case r.Tenant == "":
+			return errors.New("audit: gateway record has no tenant")
+		case r.Caller == "":
+			return errors.New("audit: gateway record has no caller")
+		case r.CorrelationID == "":
+			return errors.New("audit: gateway record has no correlation_id")
+		}
+	case refusal.LayerWrap:
+	default:
+		return fmt.Errorf("audit: unknown layer %q (want gateway or wrap)", r.Layer)
+	}
+	if !IsHash(r.PolicyHash) {
+		return fmt.Errorf("audit: policy_hash %q is not a hex SHA-256", r.PolicyHash)
+	}
+	if (r.ParamsHash != "" || r.Method == "tools/call") && !IsHash(r.ParamsHash) {
+		return fmt.Errorf("audit: params_hash %q is not a hex SHA-256", r.ParamsHash)
+	}
+	return r.checkCode()
+}
+
+// checkCode is Validate's rule for code and word.
+func (r Record) checkCode() error {
+	if r.Outcome == OutcomeAllowed {
+		if r.Code != 0 || r.Word != "" {
+			return fmt.Errorf("audit: allowed record has code %d word %q; want 0 and none", r.Code, r.Word)
+		}
+		return nil
+	}
+	if r.Word == "" {
+		if r.Outcome != OutcomeError {
+			return fmt.Errorf("audit: %s record has no word", r.Outcome)
+		}
+		return nil // the upstream's own error code
+	}
+	var e *refusal.Entry
+	for i := range refusal.Table {
+		if string(refusal.Table[i].Word) == r.Word {
+			e = &refusal.Table[i]
+			break
+		}
+	}
+	if e == nil {
+		return fmt.Errorf("audit: word %q is not in the refusal table", r.Word)
+	}
+	want := e.Code
+	if refusal.Layer(r.Layer) == refusal.LayerWrap {
+		want = refusal.CodeWrapRefused
+	}
+	if refusal.Code(r.Code) != want {
+		return fmt.Errorf("audit: %s record has code %d for %s; want %d", r.Layer, r.Code, r.Word, want)
+	}
+	return nil
 }
 
 // Writer stores audit records. Write must not block a call for long; an

@@ -3,9 +3,11 @@ package audit_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +56,37 @@ func TestGolden(t *testing.T) {
 			if !bytes.Equal(buf.Bytes(), want) {
 				t.Fatalf("%s differs from what the writer writes:\n got %s\nwant %s", path, buf.Bytes(), want)
 			}
+			var back audit.Record
+			if err := json.Unmarshal(want, &back); err != nil {
+				t.Fatal(err)
+			}
+			if err := back.Validate(); err != nil {
+				t.Errorf("%s: %v", path, err)
+			}
 		})
+	}
+}
+
+// TestEveryGoldenIsRead: each testdata/*.golden is one of records(), so
+// none drifts unchecked.
+func TestEveryGoldenIsRead(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := records()
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".golden")
+		if _, ok := recs[name]; !ok {
+			t.Errorf("%s is read by no test", f)
+		}
+	}
+	if len(files) != len(recs) {
+		t.Errorf("%d golden files for %d records", len(files), len(recs))
+	}
+	for _, o := range audit.Outcomes {
+		if recs[string(o)].Outcome != o {
+			t.Errorf("no golden record of outcome %s", o)
+		}
 	}
 }

@@ -128,13 +128,47 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, bytes.TrimRight(buf.Bytes(), "\n")...)
 }
 
-// HashParams is the hex SHA-256 of the canonical form of raw ("" when raw
-// is not JSON).
+// HashParams is a record's params_hash: the hex SHA-256 of the canonical
+// form of raw. Both boundaries pass it the same bytes, the arguments
+// member of the tools/call params (nil when absent, hashed as null), so
+// one call has one params_hash whichever boundary recorded it, however
+// the client spaced or ordered it. raw that is not JSON (a line wrap could
+// not parse) is hashed byte for byte; no canonical form equals such bytes,
+// so the two never collide.
 func HashParams(raw json.RawMessage) string {
 	c, err := Canonical(raw)
 	if err != nil {
-		return ""
+		c = raw
 	}
-	sum := sha256.Sum256(c)
+	return hashHex(c)
+}
+
+// PolicyHashNone is the policy_hash of the empty policy set, the set in
+// force when there is none: the gateway's until it has a policy engine,
+// and `aegis wrap`'s without --policy. It is PolicyHash(nil), the SHA-256
+// of zero bytes. It is the only hash of the empty set.
+const PolicyHashNone = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+// PolicyHash is a record's policy_hash for a policy set whose canonical
+// form (its owner defines it; wrap's is in docs/wrap.md) is canon: the hex
+// SHA-256 of canon, the one format of both hash fields.
+func PolicyHash(canon []byte) string { return hashHex(canon) }
+
+// IsHash reports whether s is in the format of params_hash and
+// policy_hash: 64 lower-case hex digits, no prefix.
+func IsHash(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func hashHex(b []byte) string {
+	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

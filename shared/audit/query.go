@@ -33,19 +33,6 @@ func PageSize(limit int) int {
 // ErrBadCursor is returned by Query for a cursor it did not issue.
 var ErrBadCursor = errors.New("audit: bad cursor")
 
-// PolicyHashNone is the policy-set hash recorded while aegis has no policy
-// engine: the SHA-256 of an empty policy set. It is a stand-in; once policies
-// exist the gateway records the hash of the set in force instead.
-const PolicyHashNone = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-
-// The four outcomes of a record.
-const (
-	OutcomeAllowed       = "allowed"
-	OutcomeRefused       = "refused"
-	OutcomeError         = "error"
-	OutcomeIndeterminate = "indeterminate"
-)
-
 // JSONWriter writes each record as one line of JSON: the form of a record in
 // logs and in the golden files (testdata/). It is safe for concurrent use.
 type JSONWriter struct {
@@ -62,8 +49,11 @@ func Encode(r Record) ([]byte, error) {
 	return json.Marshal(r)
 }
 
-// Write implements Writer.
+// Write implements Writer. It writes only a record that passes Validate.
 func (j *JSONWriter) Write(_ context.Context, r Record) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
 	b, err := Encode(r)
 	if err != nil {
 		return err

@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
@@ -158,7 +159,7 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		}
 		if leased || probe {
 			handedOff = true
-			c.OnDone(func(pipeline.Outcome) { release() })
+			c.OnDone(func(audit.Outcome) { release() })
 		}
 		return unavailable
 	}

@@ -1,10 +1,13 @@
 package config
 
 import (
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aegis-gw/aegis/shared/registry"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -127,5 +130,71 @@ func TestFunctionTimeoutRule(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNamesFollowTheRegistryRule: the config file accepts exactly the
+// tenant ids, server names and callers the registry's rule accepts, the
+// same ones the admin API accepts (admin's TestNamesFollowTheRegistryRule
+// has the same examples). docs/design/names.md gives the rule.
+func TestNamesFollowTheRegistryRule(t *testing.T) {
+	file := func(id, server, caller string) []byte {
+		q := func(s string) string { b, _ := json.Marshal(s); return string(b) } // JSON strings are YAML
+		return []byte(`tenants:
+  - id: ` + q(id) + `
+    tier: free
+    keys:
+      - {id: abcd1234, caller: ` + q(caller) + `, sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08}
+    servers:
+      - name: ` + q(server) + `
+        url: https://mcp.example.com/mcp
+`)
+	}
+	check := func(kind, name, field string, ok bool, err error) {
+		t.Helper()
+		switch {
+		case ok && err != nil:
+			t.Errorf("%s %q refused: %v", kind, name, err)
+		case !ok && (err == nil || !strings.Contains(err.Error(), field)):
+			t.Errorf("%s %q: err %v, want one naming %s", kind, name, err, field)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"billing", true},
+		{"mock-primary-2", true},
+		{strings.Repeat("a", 63), true},
+		{"Acme.Tools_1", false},
+		{"Billing", false},
+		{"acme.tools", false},
+		{"acme_tools", false},
+		{"-billing", false},
+		{strings.Repeat("a", 64), false},
+	} {
+		if got := registry.ValidateServerName(tc.name) == nil; got != tc.ok {
+			t.Fatalf("registry.ValidateServerName(%q) ok=%v; this table says %v", tc.name, got, tc.ok)
+		}
+		_, err := ParseFile(file("acme", tc.name, "bot"), env(nil), false)
+		check("server name", tc.name, "tenants[0].servers[0].name", tc.ok, err)
+		_, err = ParseFile(file(tc.name, "billing", "bot"), env(nil), false)
+		check("tenant id", tc.name, "tenants[0].id", tc.ok, err)
+	}
+	for _, tc := range []struct {
+		caller string
+		ok     bool
+	}{
+		{"support-agent", true},
+		{"Acme.Tools_1", true},
+		{"arn:aws:iam::123456789012:role/agent", true},
+		{"support agent", false},
+		{"bot\nadmin", false},
+	} {
+		if got := registry.ValidateCaller(tc.caller) == nil; got != tc.ok {
+			t.Fatalf("registry.ValidateCaller(%q) ok=%v; this table says %v", tc.caller, got, tc.ok)
+		}
+		_, err := ParseFile(file("acme", "billing", tc.caller), env(nil), false)
+		check("caller", tc.caller, "tenants[0].keys[0].caller", tc.ok, err)
 	}
 }

@@ -10,8 +10,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/aegis-gw/aegis/shared/netguard"
 	"github.com/aegis-gw/aegis/shared/registry"
-	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
 // File is the YAML configuration of `aegis serve --config FILE`: the
@@ -49,7 +49,6 @@ type FileServer struct {
 }
 
 var (
-	nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 	hashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	keyRE  = regexp.MustCompile(`^[a-z0-9]{4,64}$`)
 	hdrRE  = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
@@ -96,8 +95,8 @@ func (f *File) Validate(local bool) error {
 	keys := map[string]bool{}
 	for ti, t := range f.Tenants {
 		p := fmt.Sprintf("tenants[%d]", ti)
-		if !nameRE.MatchString(t.ID) {
-			bad(p+".id", "%q: want lower-case letters, digits and dashes", t.ID)
+		if err := registry.ValidateTenantID(t.ID); err != nil {
+			bad(p+".id", "%q: %v", t.ID, err)
 		} else if tenants[t.ID] {
 			bad(p+".id", "%q: duplicate tenant", t.ID)
 		}
@@ -115,7 +114,7 @@ func (f *File) Validate(local bool) error {
 			bad(p+".refusal_shape", "%q: want error or result", t.RefusalShape)
 		}
 		if t.WebhookURL != "" {
-			if err := upstream.ValidateURL(t.WebhookURL, local); err != nil {
+			if err := netguard.ValidateURL(t.WebhookURL, local); err != nil {
 				bad(p+".webhook_url", "%v", err)
 			}
 		}
@@ -132,18 +131,20 @@ func (f *File) Validate(local bool) error {
 			}
 			if k.Caller == "" {
 				bad(kp+".caller", "required: a name for who uses this key")
+			} else if err := registry.ValidateCaller(k.Caller); err != nil {
+				bad(kp+".caller", "%q: %v", k.Caller, err)
 			}
 		}
 		servers := map[string]bool{}
 		for si, s := range t.Servers {
 			sp := fmt.Sprintf("%s.servers[%d]", p, si)
-			if !nameRE.MatchString(s.Name) {
-				bad(sp+".name", "%q: want lower-case letters, digits and dashes", s.Name)
+			if err := registry.ValidateServerName(s.Name); err != nil {
+				bad(sp+".name", "%q: %v", s.Name, err)
 			} else if servers[s.Name] {
 				bad(sp+".name", "%q: duplicate server", s.Name)
 			}
 			servers[s.Name] = true
-			if err := upstream.ValidateURL(s.URL, local); err != nil {
+			if err := netguard.ValidateURL(s.URL, local); err != nil {
 				bad(sp+".url", "%v", err)
 			}
 			if c := s.Credential; c != nil {

@@ -61,7 +61,7 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 	// One UPSTREAM_TIMEOUT_SECS for all this call sends upstream: a cold
 	// catalog's tools/list during routing and the call itself share it.
 	ctx = g.up.WithBudget(ctx)
-	outcome, code, word := pipeline.Allowed, 0, ""
+	outcome, code, word := audit.OutcomeAllowed, 0, ""
 	sent, finished := false, false
 	// finish gives back what the checks took (a lease, an unused
 	// approval) and records a breaker result. A call that reached the
@@ -73,8 +73,8 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 		}
 		finished = true
 		o := outcome
-		if sent && o == pipeline.Refused {
-			o = pipeline.Allowed
+		if sent && o == audit.OutcomeRefused {
+			o = audit.OutcomeAllowed
 		}
 		c.Finish(o)
 	}
@@ -88,12 +88,12 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 	refuse := func(err error) {
 		var ref *refusal.Refusal
 		if errors.As(err, &ref) {
-			outcome, code, word = pipeline.Refused, int(ref.Code), string(ref.Word)
+			outcome, code, word = audit.OutcomeRefused, int(ref.Code), string(ref.Word)
 			if ref.Word == refusal.InternalError {
-				outcome = pipeline.Failed
+				outcome = audit.OutcomeError
 			}
 		} else {
-			outcome, code, word = pipeline.Failed, int(refusal.CodeInternal), string(refusal.InternalError)
+			outcome, code, word = audit.OutcomeError, int(refusal.CodeInternal), string(refusal.InternalError)
 		}
 		finish() // a refused call holds nothing when its answer is written
 		g.refuse(w, ep, c, err)
@@ -123,7 +123,7 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 	}
 	if resp.Error != nil {
 		// The upstream's own JSON-RPC error: passed through with its code.
-		outcome = pipeline.Failed
+		outcome = audit.OutcomeError
 		var e struct {
 			Code int `json:"code"`
 		}
@@ -207,14 +207,14 @@ func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call
 }
 
 // upstreamRefusal maps an upstream failure to the seed's contract.
-func upstreamRefusal(err error, timeout time.Duration) (*refusal.Refusal, pipeline.Outcome) {
+func upstreamRefusal(err error, timeout time.Duration) (*refusal.Refusal, audit.Outcome) {
 	if upstream.CallSent(err) {
-		return refusal.Timeout(int(timeout.Seconds())), pipeline.Indeterminate
+		return refusal.Timeout(int(timeout.Seconds())), audit.OutcomeIndeterminate
 	}
-	return refusal.Upstream(err.Error()), pipeline.Failed
+	return refusal.Upstream(err.Error()), audit.OutcomeError
 }
 
-func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o pipeline.Outcome, code int, word string) {
+func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, code int, word string) {
 	rec := audit.Record{
 		Time:          c.Start.UTC(),
 		Tenant:        c.Tenant.ID,
@@ -227,7 +227,7 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o pipeline.Outcom
 		ParamsHash:    audit.HashParams(jsonrpc.Member(c.Params, "arguments")),
 		Code:          code,
 		Word:          word,
-		Outcome:       string(o),
+		Outcome:       o,
 		LatencyMs:     float64(g.o.Now().Sub(c.Start).Microseconds()) / 1000,
 		PolicyHash:    c.PolicyHash,
 		Degraded:      c.DegradedNames(),

@@ -308,7 +308,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		Start:           g.o.Now(),
 		RequestedServer: ep.server,
 		IdempotencyKey:  r.Header.Get("Idempotency-Key"),
-		PolicyHash:      PolicyHashStandIn,
+		PolicyHash:      audit.PolicyHashNone,
 		Inline:          g.b.InProcess(),
 		MCP:             ep.mcp,
 	}
@@ -319,10 +319,6 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 	}
 	g.dispatch(ctx, w, r, ep, c)
 }
-
-// PolicyHashStandIn is recorded as the policy-set hash until policies
-// exist: the hash of the empty policy set.
-const PolicyHashStandIn = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 // dispatch answers one request: the stages of its scope first (the stage
 // table holds the order: session, params, ..., route), then the method.

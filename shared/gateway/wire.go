@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/netguard"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/route"
 	"github.com/aegis-gw/aegis/shared/upstream"
@@ -16,11 +17,11 @@ import (
 
 // NewHTTPClient is the transport for upstream calls: pooled keep-alive
 // connections, no redirects followed (a 3xx is an upstream error), and every
-// dialed address checked by upstream.Control (no link-local or metadata
+// dialed address checked by netguard.Control (no link-local or metadata
 // addresses; loopback only in local mode).
 func NewHTTPClient(local bool) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: upstream.Control(local)}).DialContext
+	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: netguard.Control(local)}).DialContext
 	t.MaxIdleConns = 256
 	t.MaxIdleConnsPerHost = 64
 	t.IdleConnTimeout = 90 * time.Second

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
@@ -62,19 +63,8 @@ type Call struct {
 	// the call through (audit: degraded).
 	Degraded []Slot
 
-	done []func(Outcome)
+	done []func(audit.Outcome)
 }
-
-// Outcome is how a call ended, as the audit trail names it.
-type Outcome string
-
-// The four audit outcomes.
-const (
-	Allowed       Outcome = "allowed"
-	Refused       Outcome = "refused"
-	Failed        Outcome = "error"
-	Indeterminate Outcome = "indeterminate"
-)
 
 // Async runs fn, a check's store work: on its own goroutine, so that the
 // store round trips of several checks overlap, or at once when c.Inline
@@ -96,11 +86,11 @@ func (c *Call) Async(fn func()) (wait func()) {
 // OnDone registers fn to run once the call has ended (after the upstream
 // answer or a later refusal), e.g. to release a lease or record a breaker
 // result. Functions run in reverse order of registration.
-func (c *Call) OnDone(fn func(Outcome)) { c.done = append(c.done, fn) }
+func (c *Call) OnDone(fn func(audit.Outcome)) { c.done = append(c.done, fn) }
 
 // Finish runs the OnDone functions with the call's outcome. It is called
 // exactly once by the gateway.
-func (c *Call) Finish(o Outcome) {
+func (c *Call) Finish(o audit.Outcome) {
 	for i := len(c.done) - 1; i >= 0; i-- {
 		c.done[i](o)
 	}

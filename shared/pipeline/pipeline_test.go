@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
@@ -185,10 +186,10 @@ func TestScope(t *testing.T) {
 func TestFinishRunsInReverse(t *testing.T) {
 	var got []string
 	c := &Call{}
-	c.OnDone(func(o Outcome) { got = append(got, "first:"+string(o)) })
-	c.OnDone(func(o Outcome) { got = append(got, "second:"+string(o)) })
-	c.Finish(Indeterminate)
-	c.Finish(Allowed) // a second Finish runs nothing
+	c.OnDone(func(o audit.Outcome) { got = append(got, "first:"+string(o)) })
+	c.OnDone(func(o audit.Outcome) { got = append(got, "second:"+string(o)) })
+	c.Finish(audit.OutcomeIndeterminate)
+	c.Finish(audit.OutcomeAllowed) // a second Finish runs nothing
 	if !slices.Equal(got, []string{"second:indeterminate", "first:indeterminate"}) {
 		t.Fatalf("got %v", got)
 	}

@@ -81,7 +81,7 @@ func Line(rec audit.Record) []byte {
 	l := emfLine{
 		AWS:           emfMeta{Timestamp: rec.Time.UnixMilli(), CloudWatchMetrics: []emfDirective{callMetrics}},
 		Tenant:        rec.Tenant,
-		Outcome:       rec.Outcome,
+		Outcome:       string(rec.Outcome),
 		Server:        rec.Server,
 		Tool:          rec.Tool,
 		CorrelationID: rec.CorrelationID,

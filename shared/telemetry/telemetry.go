@@ -206,7 +206,7 @@ func (t *Tracer) AnnotateCall(ctx context.Context, rec audit.Record) {
 	if !span.IsRecording() {
 		return
 	}
-	kv := []attribute.KeyValue{AttrTenant.String(rec.Tenant), AttrMethod.String(rec.Method), AttrOutcome.String(rec.Outcome)}
+	kv := []attribute.KeyValue{AttrTenant.String(rec.Tenant), AttrMethod.String(rec.Method), AttrOutcome.String(string(rec.Outcome))}
 	if rec.Server != "" {
 		kv = append(kv, AttrServer.String(rec.Server))
 	}

@@ -1,8 +1,6 @@
 package wrap
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +8,17 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"time"
+
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
 // Record is one line of wrap's audit file: the decision on one tools/call.
-// Field names match the gateway's audit record (shared/audit) where the
-// concept is the same.
+// The fields it shares with the gateway's record (shared/audit) have the
+// same names, the same vocabulary and the same hash formats, so the two
+// boundaries' records of one call join on params_hash. It stays its own
+// type because the rest differs: wrap adds seq, id and rule, and has no
+// tenant, caller, session, correlation id or latency to record.
 type Record struct {
 	Time       time.Time       `json:"time"`
 	Seq        uint64          `json:"seq"`   // 1, 2, ... within one wrap process
@@ -23,24 +27,48 @@ type Record struct {
 	Tool       string          `json:"tool"` // "" when the name could not be read unambiguously
 	ID         json.RawMessage `json:"id"`   // the request id as sent, or null
 	ParamsHash string          `json:"params_hash"`
-	Outcome    string          `json:"outcome"` // "allowed" or "refused"
+	Outcome    audit.Outcome   `json:"outcome"` // allowed or refused
 	Code       int             `json:"code"`    // -32042 when refused, else 0
 	Word       string          `json:"word,omitempty"`
 	Rule       string          `json:"rule,omitempty"`
 	PolicyHash string          `json:"policy_hash"`
 }
 
-// Outcomes of a record.
-const (
-	OutcomeAllowed = "allowed"
-	OutcomeRefused = "refused"
-)
+// Validate reports the first rule r breaks, or nil: the fields shared with
+// the gateway pass audit.Record.Validate at layer wrap (known outcome,
+// code -32042 and a word of the refusal table when refused, both hashes
+// in the one format), and wrap's own hold: method tools/call, outcome
+// allowed or refused (wrap does not see how a forwarded call ends), seq
+// from 1, id null, a string or a number. commit writes only records that
+// pass.
+func (r Record) Validate() error {
+	shared := audit.Record{
+		Time: r.Time, Layer: r.Layer, Method: r.Method, Tool: r.Tool, ParamsHash: r.ParamsHash,
+		Code: r.Code, Word: r.Word, Outcome: r.Outcome, PolicyHash: r.PolicyHash,
+	}
+	if err := shared.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case r.Layer != string(refusal.LayerWrap):
+		return fmt.Errorf("wrap: record has layer %q", r.Layer)
+	case r.Method != "tools/call":
+		return fmt.Errorf("wrap: record has method %q", r.Method)
+	case r.Outcome != audit.OutcomeAllowed && r.Outcome != audit.OutcomeRefused:
+		return fmt.Errorf("wrap: record has outcome %q; wrap decides allowed or refused", r.Outcome)
+	case r.Seq == 0:
+		return errors.New("wrap: record has no seq")
+	case !validID(r.ID):
+		return fmt.Errorf("wrap: record has id %s; want null, a string or a number", r.ID)
+	}
+	return nil
+}
 
-// paramsHash is "sha256:" and the hex SHA-256 of the exact bytes of the
-// request's params member (of the whole line when it could not be parsed).
-func paramsHash(b []byte) string {
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
+func validID(id json.RawMessage) bool {
+	if len(id) == 0 || !json.Valid(id) {
+		return false
+	}
+	return string(id) == "null" || id[0] == '"' || id[0] == '-' || ('0' <= id[0] && id[0] <= '9')
 }
 
 // auditLog appends records to one file. commit is called by one goroutine.
@@ -180,9 +208,11 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// commit numbers, encodes and appends recs as one batch (see auditLog).
-// written reports whether the batch is in the file: when err is not nil
-// and written is true, the write returned and only the sync failed.
+// commit numbers, validates, encodes and appends recs as one batch (see
+// auditLog); a record that fails Validate fails the whole batch, which is
+// then not written. written reports whether the batch is in the file:
+// when err is not nil and written is true, the write returned and only the
+// sync failed.
 func (a *auditLog) commit(recs []Record) (written bool, err error) {
 	a.buf = a.buf[:0]
 	if a.torn {
@@ -192,8 +222,12 @@ func (a *auditLog) commit(recs []Record) (written bool, err error) {
 	now := a.now().UTC()
 	for i := range recs {
 		a.seq++
-		recs[i].Time, recs[i].Seq, recs[i].Layer, recs[i].Method = now, a.seq, "wrap", "tools/call"
-		b, err := json.Marshal(&recs[i])
+		recs[i].Time, recs[i].Seq, recs[i].Layer, recs[i].Method = now, a.seq, string(refusal.LayerWrap), "tools/call"
+		err := recs[i].Validate()
+		var b []byte
+		if err == nil {
+			b, err = json.Marshal(&recs[i])
+		}
 		if err != nil {
 			a.seq -= uint64(i + 1)
 			return false, err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/internal/syncbuf"
+	"github.com/aegis-gw/aegis/shared/audit"
 )
 
 func TestAuditRecords(t *testing.T) {
@@ -44,10 +45,10 @@ func TestAuditRecords(t *testing.T) {
 	got := readRecords(t, audit)
 	h := p.Hash()
 	want := []Record{
-		{Seq: 1, Tool: "echo", ID: json.RawMessage(`1`), ParamsHash: paramsHash([]byte(`{"name":"echo","arguments":{"a":1}}`)), Outcome: "allowed"},
-		{Seq: 2, Tool: "shell_exec", ID: json.RawMessage(`"x"`), ParamsHash: paramsHash([]byte(`{"name":"shell_exec"}`)), Outcome: "refused", Code: -32042, Word: "POLICY_DENIED", Rule: "deny:shell_*"},
-		{Seq: 3, Tool: "pay_now", ID: json.RawMessage(`null`), ParamsHash: paramsHash([]byte(`{"name":"pay_now"}`)), Outcome: "refused", Code: -32042, Word: "PENDING_APPROVAL", Rule: "approval:pay_*"},
-		{Seq: 4, Tool: "", ID: json.RawMessage(`3`), ParamsHash: paramsHash([]byte(`{"name":"echo","name":"shell_exec"}`)), Outcome: "refused", Code: -32042, Word: "POLICY_DENIED", Rule: "ambiguous"},
+		{Seq: 1, Tool: "echo", ID: json.RawMessage(`1`), ParamsHash: argsHash(`{"a":1}`), Outcome: "allowed"},
+		{Seq: 2, Tool: "shell_exec", ID: json.RawMessage(`"x"`), ParamsHash: argsHash(""), Outcome: "refused", Code: -32042, Word: "POLICY_DENIED", Rule: "deny:shell_*"},
+		{Seq: 3, Tool: "pay_now", ID: json.RawMessage(`null`), ParamsHash: argsHash(""), Outcome: "refused", Code: -32042, Word: "PENDING_APPROVAL", Rule: "approval:pay_*"},
+		{Seq: 4, Tool: "", ID: json.RawMessage(`3`), ParamsHash: argsHash(""), Outcome: "refused", Code: -32042, Word: "POLICY_DENIED", Rule: "ambiguous"},
 	}
 	for i := range want {
 		want[i].Layer, want[i].Method, want[i].PolicyHash = "wrap", "tools/call", h
@@ -110,7 +111,7 @@ func TestAuditSurvivesKill9(t *testing.T) {
 				t.Fatalf("got %q", line)
 			}
 			recs := readRecords(t, audit)
-			if len(recs) != 1 || recs[0].Outcome != tc.outcome {
+			if len(recs) != 1 || string(recs[0].Outcome) != tc.outcome {
 				t.Fatalf("records after kill -9: %+v", recs)
 			}
 		})
@@ -276,5 +277,120 @@ func TestSignalForwarded(t *testing.T) {
 	err := cmd.Wait()
 	if cmd.ProcessState.ExitCode() != 128+int(syscall.SIGTERM) {
 		t.Errorf("wrap exited with %v, want status %d (child killed by SIGTERM)", err, 128+int(syscall.SIGTERM))
+	}
+}
+
+// argsHash is the params_hash of a tools/call whose arguments member is
+// args ("" when it has none).
+func argsHash(args string) string { return audit.HashParams(json.RawMessage(args)) }
+
+// lineHash is the params_hash of a call wrap could only read as the whole
+// line.
+func lineHash(line string) string { return audit.HashParams([]byte(line)) }
+
+// TestParamsHashIsTheGateways: wrap hashes what the gateway hashes, the
+// arguments member through audit.HashParams, so the same call spelled
+// with other spacing, key order or id has the same params_hash, and other
+// arguments another.
+func TestParamsHashIsTheGateways(t *testing.T) {
+	hashOf := func(line string) string {
+		t.Helper()
+		calls, _, _ := findCalls([]byte(line + "\n"))
+		if len(calls) != 1 {
+			t.Fatalf("%s: %d calls", line, len(calls))
+		}
+		return calls[0].paramsHash()
+	}
+	base := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi","n":[1,2]}}}`
+	want := audit.HashParams(json.RawMessage(`{"message":"hi","n":[1,2]}`))
+	for _, line := range []string{
+		base,
+		`{"params": {"arguments": { "n" : [1, 2], "message":"hi" }, "name":"echo"}, "method":"tools/call", "id":"other", "jsonrpc":"2.0"}`,
+		`[` + base + `]`,
+	} {
+		if got := hashOf(line); got != want {
+			t.Errorf("%s: params_hash %s, want %s", line, got, want)
+		}
+	}
+	if hashOf(strings.Replace(base, `"hi"`, `"ho"`, 1)) == want {
+		t.Error("other arguments, same hash")
+	}
+	if got := hashOf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}`); got != argsHash("") || got != argsHash("null") {
+		t.Errorf("no arguments: %s, want the hash of null", got)
+	}
+	// Read only as the whole line: the line is hashed.
+	if got := hashOf(`[[` + base + `]]`); got != lineHash(`[[`+base+`]]`) {
+		t.Errorf("array with a non-object element: %s", got)
+	}
+	if got := hashOf(`{"x":` + "\r" + base + `}`); got != lineHash(`{"x":`+"\r"+base+"}\n") {
+		t.Errorf("unparseable line: %s", got)
+	}
+}
+
+func TestRecordValidate(t *testing.T) {
+	ok := Record{Time: time.Date(2026, 11, 30, 5, 40, 1, 0, time.UTC), Seq: 2, Layer: "wrap", Method: "tools/call",
+		Tool: "write_file", ID: json.RawMessage(`7`), ParamsHash: argsHash(`{"path":"/etc/passwd"}`),
+		Outcome: "refused", Code: -32042, Word: "POLICY_DENIED", Rule: "deny:write_file", PolicyHash: audit.PolicyHash([]byte("p"))}
+	cases := []struct {
+		name string
+		edit func(*Record)
+		want string
+	}{
+		{"refused", func(*Record) {}, ""},
+		{"allowed", func(r *Record) { r.Outcome, r.Code, r.Word = "allowed", 0, "" }, ""},
+		{"no policy", func(r *Record) { r.PolicyHash = emptyPolicy.Hash() }, ""},
+		{"string id", func(r *Record) { r.ID = json.RawMessage(`"x"`) }, ""},
+		{"null id, no tool", func(r *Record) { r.ID, r.Tool = json.RawMessage(`null`), "" }, ""},
+		{"audit down", func(r *Record) { r.Word, r.Rule = "INTERNAL_ERROR", ruleAuditFailed }, ""},
+
+		{"the old params_hash", func(r *Record) { r.ParamsHash = "sha256:" + r.ParamsHash }, "params_hash"},
+		{"the old policy_hash", func(r *Record) { r.PolicyHash = "sha256:" + r.PolicyHash }, "policy_hash"},
+		{"gateway code", func(r *Record) { r.Code = -32003 }, "want -32042"},
+		{"unknown word", func(r *Record) { r.Word = "DENIED" }, "not in the refusal table"},
+		{"error outcome", func(r *Record) { r.Outcome = "error" }, "wrap decides allowed or refused"},
+		{"unknown outcome", func(r *Record) { r.Outcome = "blocked" }, "unknown outcome"},
+		{"gateway layer", func(r *Record) { r.Layer = "gateway" }, "tenant"},
+		{"other method", func(r *Record) { r.Method = "tools/list" }, "method"},
+		{"no seq", func(r *Record) { r.Seq = 0 }, "no seq"},
+		{"no id", func(r *Record) { r.ID = nil }, "id"},
+		{"object id", func(r *Record) { r.ID = json.RawMessage(`{}`) }, "id"},
+		{"no time", func(r *Record) { r.Time = time.Time{} }, "no time"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ok
+			tc.edit(&r)
+			err := r.Validate()
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("Validate() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A record that does not validate is not written: commit fails (the gate
+// then fails closed) and the next record keeps the numbering.
+func TestCommitWritesOnlyValidRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAuditLog(f, true)
+	good := Record{Tool: "echo", ID: json.RawMessage(`1`), ParamsHash: argsHash(""), Outcome: "allowed", PolicyHash: emptyPolicy.Hash()}
+	bad := good
+	bad.PolicyHash = "sha256:" + bad.PolicyHash
+	if written, err := a.commit([]Record{good, bad}); written || err == nil || !strings.Contains(err.Error(), "policy_hash") {
+		t.Fatalf("commit of an invalid record: written %v, err %v", written, err)
+	}
+	if _, err := a.commit([]Record{good}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.close(); err != nil {
+		t.Fatal(err)
+	}
+	recs := readRecords(t, path)
+	if len(recs) != 1 || recs[0].Seq != 1 {
+		t.Fatalf("records %+v, want the one valid record, seq 1", recs)
 	}
 }

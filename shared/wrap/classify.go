@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 )
 
@@ -13,10 +14,24 @@ import (
 type call struct {
 	id     json.RawMessage // to echo: the request's string or number id, else null
 	tool   string          // decoded params.name; "" when not determined
-	params []byte          // exact bytes hashed into the record
+	params []byte          // the params member (nil when absent), or the whole line when whole
+	whole  bool            // the line is the call as a whole: unparseable, or an array with a non-object element
 	// why is "" when tool was read unambiguously, else ruleUnparseable or
 	// ruleAmbiguous: such a call is refused under a policy (fail closed).
 	why string
+}
+
+// paramsHash is the call's params_hash: audit.HashParams of the arguments
+// member of params, the bytes the gateway hashes for the same tools/call,
+// so that the records of one call at both boundaries join. A call wrap
+// found only in the line as a whole has no arguments it could read: the
+// whole line is hashed instead (canonically when it is JSON, byte for byte
+// when not).
+func (c call) paramsHash() string {
+	if c.whole {
+		return audit.HashParams(c.params)
+	}
+	return audit.HashParams(jsonrpc.Member(c.params, "arguments"))
 }
 
 // framing classifies one client line (its '\n' included, if any) for a
@@ -125,7 +140,7 @@ func findCalls(line []byte) (calls []call, elems []json.RawMessage, callIdx []in
 	case blank:
 		return nil, nil, nil
 	case !framed:
-		return []call{{id: jsonrpc.Null, params: line, why: ruleUnparseable}}, nil, nil
+		return []call{{id: jsonrpc.Null, params: line, whole: true, why: ruleUnparseable}}, nil, nil
 	case !mayBeCall(b):
 		return nil, nil, nil
 	}
@@ -150,7 +165,7 @@ func findCalls(line []byte) (calls []call, elems []json.RawMessage, callIdx []in
 			// Not a JSON-RPC batch (its elements are objects), but a
 			// lenient child may still find a call in it: [[call]],
 			// [1,call]. It cannot be split safely, so it is one call.
-			return []call{{id: jsonrpc.Null, params: line, why: ruleAmbiguous}}, nil, nil
+			return []call{{id: jsonrpc.Null, params: line, whole: true, why: ruleAmbiguous}}, nil, nil
 		}
 		if len(calls) == 0 {
 			return nil, nil, nil

@@ -88,7 +88,7 @@ func TestStrictFramingUnderPolicy(t *testing.T) {
 				t.Fatalf("%d records, want %d: %+v", len(recs), tc.frames, recs)
 			}
 			for _, r := range recs {
-				if r.Outcome != OutcomeRefused || r.Word != "POLICY_DENIED" || r.Rule != ruleUnparseable || r.Tool != "" || string(r.ID) != "null" {
+				if r.Outcome != "refused" || r.Word != "POLICY_DENIED" || r.Rule != ruleUnparseable || r.Tool != "" || string(r.ID) != "null" {
 					t.Errorf("record %+v", r)
 				}
 			}
@@ -121,7 +121,7 @@ func TestAuditOnlyRecordsUnframedLines(t *testing.T) {
 		t.Fatalf("%d records, want 4 (one per unframed line): %+v", len(recs), recs)
 	}
 	for _, r := range recs {
-		if r.Outcome != OutcomeAllowed || r.Rule != ruleUnparseable {
+		if r.Outcome != "allowed" || r.Rule != ruleUnparseable {
 			t.Errorf("record %+v", r)
 		}
 	}
@@ -195,10 +195,10 @@ func TestBatchWithANonObjectElementIsRefused(t *testing.T) {
 				}
 				got, _ := os.ReadFile(seen)
 				wantChild, wantOut := line+"\n", line+"\n"
-				wantRec := Record{Outcome: OutcomeAllowed, Rule: ruleAmbiguous}
+				wantRec := Record{Outcome: "allowed", Rule: ruleAmbiguous}
 				if enforce {
 					wantChild, wantOut = "", frame("null", "POLICY_DENIED")
-					wantRec = Record{Outcome: OutcomeRefused, Code: -32042, Word: "POLICY_DENIED", Rule: ruleAmbiguous}
+					wantRec = Record{Outcome: "refused", Code: -32042, Word: "POLICY_DENIED", Rule: ruleAmbiguous}
 				}
 				if string(got) != wantChild || string(out) != wantOut {
 					t.Errorf("child received %q (want %q), client got %q (want %q)", got, wantChild, out, wantOut)
@@ -209,7 +209,7 @@ func TestBatchWithANonObjectElementIsRefused(t *testing.T) {
 				}
 				r := recs[0]
 				if r.Outcome != wantRec.Outcome || r.Code != wantRec.Code || r.Word != wantRec.Word || r.Rule != wantRec.Rule ||
-					r.Tool != "" || string(r.ID) != "null" || r.ParamsHash != paramsHash([]byte(line+"\n")) {
+					r.Tool != "" || string(r.ID) != "null" || r.ParamsHash != lineHash(line+"\n") {
 					t.Errorf("record %+v, want %+v with tool \"\", id null and the line's hash", r, wantRec)
 				}
 			})

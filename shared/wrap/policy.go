@@ -2,8 +2,6 @@ package wrap
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"go.yaml.in/yaml/v3"
 )
@@ -58,17 +57,12 @@ type policyFile struct {
 	Deny     []string  `json:"deny"`
 }
 
-// emptyPolicy is the policy in force without --policy: no rules, every
-// call allowed. Its hash is what records carry when nothing is enforced.
-var emptyPolicy = mustPolicy(policyFile{Version: 1, Approval: []string{}, Deny: []string{}})
-
-func mustPolicy(f policyFile) *Policy {
-	p, err := build(f)
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
+// emptyPolicy is the policy in force without --policy: the empty policy
+// set, no rules, every call allowed, nothing enforced. Its hash is
+// audit.PolicyHashNone, the one hash of the empty set, which the gateway
+// records too. A --policy file is never the empty set, even one without
+// globs (deny: []): under it wrap refuses every call it cannot read.
+var emptyPolicy = &Policy{hash: audit.PolicyHashNone}
 
 // LoadPolicy reads and parses the YAML policy file at path.
 func LoadPolicy(path string) (*Policy, error) {
@@ -191,14 +185,15 @@ func build(f policyFile) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(b)
-	p.hash = "sha256:" + hex.EncodeToString(sum[:])
+	p.hash = audit.PolicyHash(b)
 	return p, nil
 }
 
-// Hash is the content hash of the policy's canonical form: "sha256:" and
-// the hex SHA-256 of {"version":1,"allow":[...]|null,"approval":[...],"deny":[...]}
-// with each list sorted and deduplicated.
+// Hash is the record's policy_hash: audit.PolicyHash (the hex SHA-256,
+// the format of every hash in an audit record) of the policy's canonical
+// form {"version":1,"allow":[...]|null,"approval":[...],"deny":[...]}
+// with each list sorted and deduplicated; audit.PolicyHashNone without
+// --policy.
 func (p *Policy) Hash() string { return p.hash }
 
 // Decide returns the verdict for a tools/call of tool.

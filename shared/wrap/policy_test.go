@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/aegis-gw/aegis/internal/syncbuf"
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
@@ -100,17 +101,34 @@ func TestPolicyHashIsCanonical(t *testing.T) {
 	if c.Hash() == a.Hash() {
 		t.Error("an allow list did not change the hash")
 	}
-	// Pinned: docs/wrap.md quotes the hash of the empty policy set.
-	const emptyHash = "sha256:8011eea4a01571994f035efc1d129fade14c4e9b98a1dd76555d34ead3f24c7d"
-	if got := emptyPolicy.Hash(); got != emptyHash {
-		t.Errorf("empty policy hash %s, want %s", got, emptyHash)
+	// Pinned, and quoted by docs/wrap.md: without --policy the set in
+	// force is the empty one, whose hash is the gateway's
+	// (audit.PolicyHashNone); a policy file without globs is a set in
+	// force (it refuses what wrap cannot read), hashed like any other.
+	if got := emptyPolicy.Hash(); got != audit.PolicyHashNone {
+		t.Errorf("empty policy hash %s, want audit.PolicyHashNone %s", got, audit.PolicyHashNone)
+	}
+	noGlobs, err := ParsePolicy([]byte("deny: []\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const noGlobsHash = "8011eea4a01571994f035efc1d129fade14c4e9b98a1dd76555d34ead3f24c7d" // {"version":1,"allow":null,"approval":[],"deny":[]}
+	if got := noGlobs.Hash(); got != noGlobsHash || got != audit.PolicyHash([]byte(`{"version":1,"allow":null,"approval":[],"deny":[]}`)) {
+		t.Errorf("hash of deny: [] %s, want %s", got, noGlobsHash)
+	}
+	for _, h := range []string{a.Hash(), c.Hash(), noGlobs.Hash(), emptyPolicy.Hash()} {
+		if !audit.IsHash(h) {
+			t.Errorf("policy hash %q is not in the audit record's hash format", h)
+		}
 	}
 	doc, err := os.ReadFile("../../docs/wrap.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(doc), emptyHash) {
-		t.Error("docs/wrap.md does not quote the empty policy hash")
+	for _, h := range []string{audit.PolicyHashNone, noGlobsHash} {
+		if !strings.Contains(string(doc), h) {
+			t.Errorf("docs/wrap.md does not quote the policy hash %s", h)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/refusal"
 )
@@ -283,12 +284,12 @@ func (g *gate) decide(line []byte, down auditDown) effect {
 			e.down++
 		}
 		r := Record{
-			Tool: c.tool, ID: c.id, ParamsHash: paramsHash(c.params),
-			Outcome: OutcomeAllowed, Rule: d.Rule, PolicyHash: g.policy.Hash(),
+			Tool: c.tool, ID: c.id, ParamsHash: c.paramsHash(),
+			Outcome: audit.OutcomeAllowed, Rule: d.Rule, PolicyHash: g.policy.Hash(),
 		}
 		if d.Refused {
 			refused[i] = true
-			r.Outcome, r.Code, r.Word = OutcomeRefused, int(refusal.CodeWrapRefused), string(d.Word)
+			r.Outcome, r.Code, r.Word = audit.OutcomeRefused, int(refusal.CodeWrapRefused), string(d.Word)
 			e.frames = append(e.frames, refusalFrame(c.id, d.Word))
 		} else {
 			e.allowed = true

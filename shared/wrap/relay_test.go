@@ -242,7 +242,8 @@ func TestExitStatusAndStderr(t *testing.T) {
 	}
 }
 
-// Records are valid JSON; kept here so a test can decode them.
+// readRecords decodes the audit file at path, one record a line, and
+// checks each with Validate: every record a test reads is validated.
 func readRecords(t *testing.T, path string) []Record {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -260,6 +261,9 @@ func readRecords(t *testing.T, path string) []Record {
 		var r Record
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatalf("record %q: %v", line, err)
+		}
+		if err := r.Validate(); err != nil {
+			t.Errorf("record %s: %v", line, err)
 		}
 		recs = append(recs, r)
 	}

@@ -60,7 +60,7 @@ func TestClientClosingStdoutIsNotFatal(t *testing.T) {
 		t.Errorf("wrap exited %d (%v), want the child's status 5", got, cmd.ProcessState)
 	}
 	recs := readRecords(t, audit)
-	if len(recs) != 2 || recs[0].Outcome != OutcomeAllowed || recs[1].Outcome != OutcomeRefused {
+	if len(recs) != 2 || recs[0].Outcome != "allowed" || recs[1].Outcome != "refused" {
 		t.Errorf("records %+v, want the allowed and the refused call", recs)
 	}
 }
