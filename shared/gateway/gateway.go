@@ -192,7 +192,7 @@ func writeRefusal(w http.ResponseWriter, id json.RawMessage, r *refusal.Refusal,
 		writeFrame(w, http.StatusOK, jsonrpc.Result(id, refusalResult(r)))
 		return
 	}
-	writeFrame(w, r.HTTPStatus(), jsonrpc.Refusal(id, r, refusal.LayerGateway))
+	writeFrame(w, r.HTTPStatus(), refusal.Frame(id, r, refusal.LayerGateway))
 }
 
 // refusalResult is a refusal as a CallToolResult with isError (seed 002),
@@ -259,16 +259,16 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 	switch status {
 	case http.StatusRequestEntityTooLarge:
 		ref := refusal.New(refusal.InvalidRequest, "Invalid request: body exceeds the size limit")
-		writeFrame(w, status, jsonrpc.Refusal(jsonrpc.Null, ref, refusal.LayerGateway))
+		writeFrame(w, status, refusal.Frame(jsonrpc.Null, ref, refusal.LayerGateway))
 		return
 	case http.StatusBadRequest:
 		ref := refusal.New(refusal.ParseError, "Parse error: body could not be read")
-		writeFrame(w, status, jsonrpc.Refusal(jsonrpc.Null, ref, refusal.LayerGateway))
+		writeFrame(w, status, refusal.Frame(jsonrpc.Null, ref, refusal.LayerGateway))
 		return
 	}
 	req, derr := jsonrpc.Decode(body)
-	if derr != nil && derr.Refusal.Code == refusal.CodeParseError {
-		writeFrame(w, http.StatusBadRequest, jsonrpc.Refusal(jsonrpc.Null, derr.Refusal, refusal.LayerGateway))
+	if derr != nil && derr.Err.Code == jsonrpc.CodeParseError {
+		writeFrame(w, http.StatusBadRequest, refusal.Frame(jsonrpc.Null, refusal.Decode(derr), refusal.LayerGateway))
 		return
 	}
 	key, tenant, err := g.auth.Authenticate(ctx, r.Header.Get("Authorization"))
@@ -285,7 +285,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		return
 	}
 	if derr != nil {
-		writeFrame(w, http.StatusOK, jsonrpc.Refusal(derr.ID, derr.Refusal, refusal.LayerGateway))
+		writeFrame(w, http.StatusOK, refusal.Frame(derr.ID, refusal.Decode(derr), refusal.LayerGateway))
 		return
 	}
 	if ep.mcp {

@@ -29,7 +29,7 @@ func (g *Gateway) mcpHeaders(w http.ResponseWriter, r *http.Request, req *jsonrp
 			return false
 		}
 		ref := refusal.New(refusal.InvalidRequest, msg)
-		writeFrame(w, status, jsonrpc.Refusal(req.ReplyID(), ref, refusal.LayerGateway))
+		writeFrame(w, status, refusal.Frame(req.ReplyID(), ref, refusal.LayerGateway))
 		return false
 	}
 	if !acceptsBoth(r.Header.Values("Accept")) {
