@@ -32,15 +32,6 @@ var (
 // defaultAdminURL is the gateway `aegis serve` runs by default.
 const defaultAdminURL = "http://127.0.0.1:8080"
 
-func init() {
-	adminCommands["approvals"] = cmdApprovals
-	adminCommands["tools"] = cmdTools
-	adminCommands["tenants"] = cmdTenants
-	adminCommands["servers"] = cmdServers
-	adminCommands["keys"] = cmdKeys
-	adminCommands["audit"] = cmdAudit
-}
-
 // cli is one invocation: common flags and the client.
 type cli struct {
 	fs     *flag.FlagSet

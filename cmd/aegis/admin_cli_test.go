@@ -28,17 +28,14 @@ func startLocal(t *testing.T, adminKey string) (*httptest.Server, *demo.Server) 
 	}
 	t.Cleanup(func() { _ = up.Close() })
 	m := memstore.New()
-	b := backend{Registry: m}
-	b.Backend = gateway.Backend{Registry: m, Sessions: m, Audit: m}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n := withApprovals(&b, log)
 	s := config.Defaults()
 	s.LocalMode = true
-	gw, err := gateway.Build(gateway.Deps{Settings: s, Backend: b.Backend, Logger: log, Notifier: n})
+	gw, err := gateway.New(m, &gateway.Options{Settings: s, Logger: log, Notifier: notifier(log)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, _, err := mountAdmin(gw, b, log)
+	h, _, err := mountAdmin(gw, m, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,31 +9,23 @@ import (
 
 	"github.com/aegis-gw/aegis/shared/admin"
 	"github.com/aegis-gw/aegis/shared/approval"
-	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/credentials"
-	"github.com/aegis-gw/aegis/shared/killswitch"
 )
 
 // envAdminKey is the variable holding the local admin API's key.
 const envAdminKey = "AEGIS_ADMIN_KEY"
 
-// withApprovals fills the approval store of b from its registry store when
-// that store also keeps approvals (memstore and dynamo both do), and returns
-// the notifier of held calls: tenant webhooks, signed with secrets resolved
-// from env:/file: references.
-func withApprovals(b *backend, log *slog.Logger) approval.Notifier {
-	if b.Approvals == nil {
-		if st, ok := b.Registry.(approval.Store); ok {
-			b.Approvals = st
-		}
-	}
+// notifier tells approvers of held calls: tenant webhooks, signed with
+// secrets resolved from env:/file: references.
+func notifier(log *slog.Logger) approval.Notifier {
 	return &approval.Async{N: &approval.Webhook{Secrets: credentials.New(credentials.Options{Local: true}), Logger: log, Local: true}}
 }
 
 // mountAdmin serves the gateway at / and the admin API at /admin/ on one
 // listener. Without AEGIS_ADMIN_KEY the admin routes answer 401 with how
 // to enable them; the returned line goes in the banner.
-func mountAdmin(gw http.Handler, b backend, log *slog.Logger) (http.Handler, string, error) {
+func mountAdmin(gw http.Handler, b backend.Backend, log *slog.Logger) (http.Handler, string, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", gw)
 	key := os.Getenv(envAdminKey)
@@ -41,11 +33,7 @@ func mountAdmin(gw http.Handler, b backend, log *slog.Logger) (http.Handler, str
 		mux.Handle("/admin/", adminDisabled{})
 		return mux, "admin API off: set " + envAdminKey + " (24+ characters, e.g. `aegis admin new-key`) to serve it under /admin/v1/", nil
 	}
-	o := admin.Options{AdminKey: key, Registry: b.Registry, LocalMode: true, Logger: log, Audit: b.Audit}
-	o.Approvals, _ = b.Registry.(approval.Store)
-	o.Stops, _ = b.Registry.(killswitch.Store)
-	o.AuditLog, _ = b.Registry.(audit.Reader)
-	h, err := admin.New(o)
+	h, err := admin.New(b, &admin.Options{AdminKey: key, LocalMode: true, Logger: log})
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", envAdminKey, err)
 	}
@@ -61,11 +49,4 @@ func (adminDisabled) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="aegis-admin"`)
 	w.WriteHeader(http.StatusUnauthorized)
 	_, _ = io.WriteString(w, `{"error":{"code":"unauthorized","message":"unauthorized: the admin API is off; start aegis serve with `+envAdminKey+` set to enable it"}}`+"\n")
-}
-
-func init() {
-	adminCommands["new-key"] = func([]string) int {
-		fmt.Println(admin.NewKey())
-		return 0
-	}
 }

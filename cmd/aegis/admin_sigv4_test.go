@@ -169,10 +169,9 @@ func rfc3986(s string) string {
 func startAPIGatewayStandIn(t *testing.T, region string) (*httptest.Server, *apiGatewayStandIn) {
 	t.Helper()
 	m := memstore.New()
-	h, err := admin.New(admin.Options{
+	h, err := admin.New(m, &admin.Options{
 		TrustIAM: apigw.IAMPrincipal,
-		Registry: m, Approvals: m, Stops: m, Audit: m, AuditLog: m,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -12,11 +12,6 @@ import (
 	"github.com/aegis-gw/aegis/shared/wiring"
 )
 
-func init() {
-	adminCommands["create-tables"] = runCreateTables
-	storeOpeners["dynamodb"] = openDynamoBackend
-}
-
 // runCreateTables is `aegis admin create-tables`: it creates the state and
 // audit tables (AEGIS_STATE_TABLE, AEGIS_AUDIT_TABLE) where the standard SDK
 // settings point (AWS_ENDPOINT_URL_DYNAMODB for a local server), waits until
@@ -60,13 +55,4 @@ func openDynamo(ctx context.Context) (*dynamo.Store, error) {
 		return nil, err
 	}
 	return wiring.OpenDynamo(ctx, s, nil)
-}
-
-// openDynamoBackend is `aegis serve --store dynamodb`.
-func openDynamoBackend(ctx context.Context) (backend, error) {
-	st, err := openDynamo(ctx)
-	if err != nil {
-		return backend{}, err
-	}
-	return backend{Registry: st, RegistryCacheTTL: wiring.RegistryCacheTTL, Backend: wiring.DynamoBackend(st)}, nil
 }

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/examples"
-	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/auth"
+	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/demo"
 	"github.com/aegis-gw/aegis/shared/gateway"
@@ -28,27 +28,32 @@ import (
 	"github.com/aegis-gw/aegis/shared/wiring"
 )
 
-// backend is a store `aegis serve` can run on: the gateway's stores plus
-// the registry writes needed to load a config file.
-type backend struct {
-	gateway.Backend
-	Registry registry.Store
-	// RegistryCacheTTL caches registry reads in process (0 for the embedded
-	// store, which is already in process).
-	RegistryCacheTTL time.Duration
+// store is what `aegis serve` runs on: one complete backend, and the
+// registry cache its kind wants.
+type store struct {
+	backend.Backend
+	// cacheTTL caches registry reads in process (0 for the embedded store,
+	// which is already in process).
+	cacheTTL time.Duration
+	// mem is the embedded store when that is the kind (its session limits
+	// are set from the settings).
+	mem *memstore.Store
 }
 
-// storeOpeners maps --store values to backends.
-var storeOpeners = map[string]func(ctx context.Context) (backend, error){
-	"memory": func(context.Context) (backend, error) {
+// openStore opens the --store kind.
+func openStore(ctx context.Context, kind string) (store, error) {
+	switch kind {
+	case "memory":
 		m := memstore.New()
-		b := backend{Registry: m}
-		b.Backend = gateway.Backend{Registry: m, Sessions: m, Counters: m, Stops: m, Breaker: m, Idempotency: m, InProcess: true}
-		if w, ok := any(m).(audit.Writer); ok {
-			b.Audit = w
+		return store{Backend: m, mem: m}, nil
+	case "dynamodb":
+		st, err := openDynamo(ctx)
+		if err != nil {
+			return store{}, err
 		}
-		return b, nil
-	},
+		return store{Backend: st, cacheTTL: wiring.RegistryCacheTTL}, nil
+	}
+	return store{}, fmt.Errorf("--store %q: want memory or dynamodb", kind)
 }
 
 func runServe(args []string) int {
@@ -114,31 +119,26 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 		return err
 	}
 
-	open, ok := storeOpeners[storeKind]
-	if !ok {
-		return fmt.Errorf("--store %q: want memory or dynamodb", storeKind)
-	}
-	b, err := open(ctx)
+	b, err := openStore(ctx, storeKind)
 	if err != nil {
 		return fmt.Errorf("--store %s: %w", storeKind, err)
 	}
-	if err := load(ctx, b.Registry, file); err != nil {
+	if err := load(ctx, b, file); err != nil {
 		return err
 	}
-	if m, ok := b.Registry.(interface{ SetSessionLimits(session.Limits) }); ok {
-		m.SetSessionLimits(session.Limits{Lifetime: settings.SessionLifetime, Idle: settings.SessionIdle})
+	if b.mem != nil {
+		b.mem.SetSessionLimits(session.Limits{Lifetime: settings.SessionLifetime, Idle: settings.SessionIdle})
 	}
 	var demoKey string
 	if demoMode {
-		if demoKey, err = addDemoKey(ctx, b.Registry); err != nil {
+		if demoKey, err = addDemoKey(ctx, b); err != nil {
 			return err
 		}
 	}
-	notifier := withApprovals(&b, log)
-	gw, err := gateway.Build(wiring.Parts{
-		Settings: settings, Tiers: tiers, Backend: b.Backend, RegistryCacheTTL: b.RegistryCacheTTL,
-		Logger: log, Notifier: notifier, Version: version, Credentials: wiring.Credentials(true),
-	}.Deps())
+	gw, err := gateway.New(b.Backend, &gateway.Options{
+		Settings: settings, Tiers: tiers, RegistryCacheTTL: b.cacheTTL,
+		Logger: log, Notifier: notifier(log), Version: version, Credentials: wiring.Credentials(true),
+	})
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	handler, adminLine, err := mountAdmin(gw, b, log)
+	handler, adminLine, err := mountAdmin(gw, b.Backend, log)
 	if err != nil {
 		_ = ln.Close()
 		return err

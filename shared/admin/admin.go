@@ -22,11 +22,9 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/approval"
-	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/auth"
+	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/correlation"
-	"github.com/aegis-gw/aegis/shared/killswitch"
-	"github.com/aegis-gw/aegis/shared/registry"
 )
 
 // Prefix is where the admin API is mounted.
@@ -54,11 +52,6 @@ type Options struct {
 	// IAM principal is refused.
 	TrustIAM IAMPrincipal
 
-	Registry  registry.Store   // required
-	Approvals approval.Store   // required
-	Stops     killswitch.Store // required
-	Audit     audit.Writer     // decisions and stops are recorded here; nil = log only
-	AuditLog  audit.Reader     // GET .../audit; nil answers 501
 	LocalMode bool             // upstream URLs may be http and loopback (aegis serve)
 	Now       func() time.Time // nil = time.Now
 	Logger    *slog.Logger     // nil = slog.Default()
@@ -67,13 +60,17 @@ type Options struct {
 // Handler serves the admin API.
 type Handler struct {
 	o      Options
+	b      backend.Backend // the registry, approvals, stops and the audit trail
 	keySum [32]byte
 	mux    *http.ServeMux
 }
 
-// New returns the admin handler, or an error when the options do not name
-// exactly one way to authenticate or lack a store.
-func New(o Options) (*Handler, error) {
+// New returns the admin handler over b, or an error when o does not name
+// exactly one way to authenticate. o is copied.
+func New(b backend.Backend, o *Options) (*Handler, error) {
+	if b == nil || o == nil {
+		return nil, errors.New("admin: a backend and options are required")
+	}
 	switch {
 	case o.AdminKey != "" && o.TrustIAM != nil:
 		return nil, errors.New("admin: give either an admin key or IAM trust, not both")
@@ -83,16 +80,14 @@ func New(o Options) (*Handler, error) {
 		return nil, errors.New("admin: AEGIS_ADMIN_KEY must be at least 24 characters")
 	case strings.HasPrefix(o.AdminKey, auth.Prefix):
 		return nil, errors.New("admin: AEGIS_ADMIN_KEY must not look like a tenant API key (aegis_...)")
-	case o.Registry == nil || o.Approvals == nil || o.Stops == nil:
-		return nil, errors.New("admin: registry, approval and kill-switch stores are required")
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	h := &Handler{o: *o, b: b, keySum: sha256.Sum256([]byte(o.AdminKey))}
+	if h.o.Now == nil {
+		h.o.Now = time.Now
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+	if h.o.Logger == nil {
+		h.o.Logger = slog.Default()
 	}
-	h := &Handler{o: o, keySum: sha256.Sum256([]byte(o.AdminKey))}
 	h.routes()
 	return h, nil
 }

@@ -69,7 +69,7 @@ func (h *Handler) listApprovals(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, badField("status", "want pending, approved, denied, consumed or expired"))
 		return
 	}
-	list, err := h.o.Approvals.ListApprovals(r.Context(), approval.Filter{Tenant: q.Get("tenant")})
+	list, err := h.b.ListApprovals(r.Context(), approval.Filter{Tenant: q.Get("tenant")})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -86,7 +86,7 @@ func (h *Handler) listApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) getApproval(w http.ResponseWriter, r *http.Request) {
-	a, err := h.o.Approvals.GetApproval(r.Context(), r.PathValue("id"))
+	a, err := h.b.GetApproval(r.Context(), r.PathValue("id"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -111,7 +111,7 @@ func (h *Handler) decide(st approval.Status) http.HandlerFunc {
 			by = req.By + " via " + ri.principal
 		}
 		id, now := r.PathValue("id"), h.o.Now()
-		a, err := h.o.Approvals.DecideApproval(r.Context(), id, approval.Decision{Status: st, By: by, Reason: req.Reason}, now)
+		a, err := h.b.DecideApproval(r.Context(), id, approval.Decision{Status: st, By: by, Reason: req.Reason}, now)
 		if errors.Is(err, store.ErrConflict) {
 			msg := "approval " + id + " can no longer be decided"
 			if a.ID != "" {
@@ -133,13 +133,10 @@ func (h *Handler) decide(st approval.Status) http.HandlerFunc {
 	}
 }
 
-// record writes an operator action to the audit trail (or the log).
+// record writes an operator action to the audit trail (or, when that
+// write fails, the log).
 func (h *Handler) record(ctx context.Context, rec audit.Record) {
-	if h.o.Audit == nil {
-		h.o.Logger.InfoContext(ctx, "audit", "record", rec)
-		return
-	}
-	if err := h.o.Audit.Write(context.WithoutCancel(ctx), rec); err != nil {
+	if err := h.b.Write(context.WithoutCancel(ctx), rec); err != nil {
 		h.o.Logger.ErrorContext(ctx, "audit write failed; record kept in this log line", "record", rec, "err", err)
 	}
 }

@@ -19,10 +19,6 @@ type AuditPage struct {
 // queryAudit serves GET /admin/v1/tenants/{tenant}/audit?from=&to=&limit=&cursor=
 // with from and to in RFC 3339 (default: the last 24 hours).
 func (h *Handler) queryAudit(w http.ResponseWriter, r *http.Request) {
-	if h.o.AuditLog == nil {
-		writeError(w, info(r).corr, http.StatusNotImplemented, CodeNotAvailable, "no audit store is configured on this gateway", "")
-		return
-	}
 	t, ok := h.tenant(w, r)
 	if !ok {
 		return
@@ -55,7 +51,7 @@ func (h *Handler) queryAudit(w http.ResponseWriter, r *http.Request) {
 		}
 		query.Limit = n
 	}
-	recs, next, err := h.o.AuditLog.Query(r.Context(), query)
+	recs, next, err := h.b.Query(r.Context(), query)
 	if errors.Is(err, audit.ErrBadCursor) {
 		h.fail(w, r, badField("cursor", "not a cursor from this query"))
 		return

@@ -69,7 +69,7 @@ func TestAdminKeyNeverCallsTools(t *testing.T) {
 
 func TestNewNeedsExplicitAuth(t *testing.T) {
 	m := memstore.New()
-	base := admin.Options{Registry: m, Approvals: m, Stops: m}
+	base := admin.Options{}
 	for name, o := range map[string]admin.Options{
 		"none":       base,
 		"short key":  with(base, func(o *admin.Options) { o.AdminKey = "short" }),
@@ -79,7 +79,7 @@ func TestNewNeedsExplicitAuth(t *testing.T) {
 			o.TrustIAM = func(*http.Request) (string, bool) { return "arn", true }
 		}),
 	} {
-		if _, err := admin.New(o); err == nil {
+		if _, err := admin.New(m, &o); err == nil {
 			t.Errorf("New(%s) succeeded; want an error", name)
 		}
 	}
@@ -89,7 +89,7 @@ func with(o admin.Options, f func(*admin.Options)) admin.Options { f(&o); return
 
 func TestTrustIAM(t *testing.T) {
 	m := memstore.New()
-	h, err := admin.New(admin.Options{Registry: m, Approvals: m, Stops: m,
+	h, err := admin.New(m, &admin.Options{
 		TrustIAM: func(r *http.Request) (string, bool) {
 			p := r.Header.Get("X-Test-Principal") // stands in for the API Gateway request context
 			return p, p != ""

@@ -66,14 +66,13 @@ func newEnv(t *testing.T, webhook string, secrets approval.Resolver) *env {
 	s := config.Defaults()
 	s.LocalMode, s.ApprovalTTL = true, ttl
 	e.notes = &approval.Async{N: &approval.Webhook{Secrets: secrets, Timeout: 2 * time.Second, Now: e.clock.Now, Local: true}}
-	gw, err := gateway.Build(gateway.Deps{
+	gw, err := gateway.New(m, &gateway.Options{
 		Settings: s,
-		Backend:  gateway.Backend{Registry: m, Sessions: m, Audit: m, Approvals: m},
 		Now:      e.clock.Now,
 		Notifier: e.notes,
 	})
 	must(t, err)
-	adm, err := admin.New(admin.Options{AdminKey: e.adminKey, Registry: m, Approvals: m, Stops: m, Audit: m, AuditLog: m,
+	adm, err := admin.New(m, &admin.Options{AdminKey: e.adminKey,
 		LocalMode: true, Now: e.clock.Now})
 	must(t, err)
 	e.gw, e.adm = httptest.NewServer(gw), httptest.NewServer(adm)

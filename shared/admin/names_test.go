@@ -21,7 +21,7 @@ func TestNamesFollowTheRegistryRule(t *testing.T) {
 	m := memstore.New()
 	must(t, m.PutTenant(context.Background(), registry.Tenant{ID: "acme", Tier: registry.TierFree}))
 	key := admin.NewKey()
-	h, err := admin.New(admin.Options{AdminKey: key, Registry: m, Approvals: m, Stops: m})
+	h, err := admin.New(m, &admin.Options{AdminKey: key})
 	must(t, err)
 	srv := httptest.NewServer(h)
 	defer srv.Close()

@@ -42,7 +42,7 @@ type TenantList struct {
 }
 
 func (h *Handler) listTenants(w http.ResponseWriter, r *http.Request) {
-	ts, err := h.o.Registry.ListTenants(r.Context())
+	ts, err := h.b.ListTenants(r.Context())
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -54,7 +54,7 @@ func (h *Handler) listTenants(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) getTenant(w http.ResponseWriter, r *http.Request) {
-	t, err := h.o.Registry.Tenant(r.Context(), r.PathValue("tenant"))
+	t, err := h.b.Tenant(r.Context(), r.PathValue("tenant"))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -72,7 +72,7 @@ func (h *Handler) createTenant(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	switch _, err := h.o.Registry.Tenant(r.Context(), req.ID); {
+	switch _, err := h.b.Tenant(r.Context(), req.ID); {
 	case err == nil:
 		writeError(w, info(r).corr, http.StatusConflict, CodeConflict, "tenant "+req.ID+" already exists", "id")
 		return
@@ -82,7 +82,7 @@ func (h *Handler) createTenant(w http.ResponseWriter, r *http.Request) {
 	}
 	t := registry.Tenant{ID: req.ID, Tier: req.Tier, RefusalShape: req.RefusalShape, WebhookURL: req.WebhookURL,
 		WebhookSecretRef: req.WebhookSecretRef, Created: h.o.Now().UTC()}
-	if err := h.o.Registry.PutTenant(r.Context(), t); err != nil {
+	if err := h.b.PutTenant(r.Context(), t); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -134,7 +134,7 @@ type ServerList struct {
 
 // tenant reads the path's tenant, answering 404 when it does not exist.
 func (h *Handler) tenant(w http.ResponseWriter, r *http.Request) (registry.Tenant, bool) {
-	t, err := h.o.Registry.Tenant(r.Context(), r.PathValue("tenant"))
+	t, err := h.b.Tenant(r.Context(), r.PathValue("tenant"))
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, info(r).corr, http.StatusNotFound, CodeNotFound, "no tenant "+r.PathValue("tenant"), "")
 		return t, false
@@ -151,7 +151,7 @@ func (h *Handler) listServers(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ss, err := h.o.Registry.Servers(r.Context(), t.ID)
+	ss, err := h.b.Servers(r.Context(), t.ID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -177,7 +177,7 @@ func (h *Handler) putServer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := registry.Server{Tenant: t.ID, Name: req.Name, URL: req.URL, Credential: req.Credential, Tools: req.Tools, Created: h.o.Now().UTC()}
-	if err := h.o.Registry.PutServer(r.Context(), s); err != nil {
+	if err := h.b.PutServer(r.Context(), s); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -244,7 +244,7 @@ func (h *Handler) listKeys(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ks, err := h.o.Registry.ListKeys(r.Context(), t.ID)
+	ks, err := h.b.ListKeys(r.Context(), t.ID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -271,7 +271,7 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	secret, rec := auth.NewKey(t.ID, req.Caller, h.o.Now().UTC())
-	if err := h.o.Registry.PutKey(r.Context(), rec); err != nil {
+	if err := h.b.PutKey(r.Context(), rec); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -285,7 +285,7 @@ func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	if err := h.o.Registry.RevokeKey(r.Context(), t.ID, id); err != nil {
+	if err := h.b.RevokeKey(r.Context(), t.ID, id); err != nil {
 		h.fail(w, r, err)
 		return
 	}

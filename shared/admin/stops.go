@@ -24,7 +24,7 @@ func (h *Handler) listStops(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ss, err := h.o.Stops.Stops(r.Context(), t.ID)
+	ss, err := h.b.Stops(r.Context(), t.ID)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -57,7 +57,7 @@ func (h *Handler) stop(on, tool bool) http.HandlerFunc {
 				return
 			}
 		}
-		ss, err := h.o.Registry.Servers(r.Context(), t.ID)
+		ss, err := h.b.Servers(r.Context(), t.ID)
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -78,10 +78,10 @@ func (h *Handler) stop(on, tool bool) http.HandlerFunc {
 		st := killswitch.Stop{Tenant: t.ID, Server: server, Tool: toolName, Reason: req.Reason, By: by, At: now}
 		method := "killswitch.stop"
 		if on {
-			err = h.o.Stops.PutStop(r.Context(), st)
+			err = h.b.PutStop(r.Context(), st)
 		} else {
 			method = "killswitch.resume"
-			err = h.o.Stops.DeleteStop(r.Context(), t.ID, server, toolName)
+			err = h.b.DeleteStop(r.Context(), t.ID, server, toolName)
 		}
 		if err != nil {
 			h.fail(w, r, err)

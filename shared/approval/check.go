@@ -30,8 +30,7 @@ type Check struct {
 	o  Options
 }
 
-// New returns the check over st. A nil st is allowed and fails closed: every
-// call that needs approval is refused with status "unavailable".
+// New returns the check over st.
 func New(st Store, o Options) *Check {
 	if o.TTL <= 0 {
 		o.TTL = time.Hour
@@ -45,9 +44,6 @@ func New(st Store, o Options) *Check {
 	return &Check{st: st, o: o}
 }
 
-// Slot implements pipeline.Check.
-func (*Check) Slot() string { return "approval" }
-
 // maxRounds bounds Hold/Consume rounds when racing calls keep using up the
 // approval a call just found.
 const maxRounds = 3
@@ -55,21 +51,12 @@ const maxRounds = 3
 // Check implements pipeline.Check: a tools/call to a tool whose settings
 // require approval runs only by consuming an approved approval of its slot.
 func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
-	if c.Method != "tools/call" || c.Server == nil || !c.Settings.RequiresApproval {
+	if c.Server == nil || !c.Settings.RequiresApproval {
 		return nil
 	}
-	tool := c.Tool
-	if tool == "" {
-		tool = c.UpstreamTool
-	}
-	unavailable := func(err error) error {
-		k.o.Logger.ErrorContext(ctx, "approval store unavailable; call refused (fail closed)",
-			"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", err)
-		return refusal.Approval(tool, c.Server.Name, "", refusal.ApprovalUnavailable)
-	}
-	if k.st == nil {
-		return unavailable(errors.New("no approval store configured"))
-	}
+	tool := displayTool(c)
+	// The store could not answer: the stage fails closed with Unavailable.
+	unavailable := func(err error) error { return err }
 	args := jsonrpc.Member(c.Params, "arguments")
 	upTool := c.UpstreamTool
 	if upTool == "" {
@@ -110,7 +97,7 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 			switch {
 			case err == nil:
 				k.record(ctx, c, used, EventConsumed, "")
-				c.OnDone(func(o pipeline.Outcome) { k.giveBack(ctx, c, used, o) })
+				c.OnDone(func(o audit.Outcome) { k.giveBack(ctx, c, used, o) })
 				return nil
 			case errors.Is(err, store.ErrConflict):
 				// Another call used it up (or it just expired): hold this one afresh.
@@ -125,12 +112,31 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	return unavailable(errors.New("approval kept being used up by racing calls"))
 }
 
+// Unavailable is the approval stage's answer when its store cannot be
+// reached (it fails closed): -32061 with status "unavailable"; the call
+// never runs.
+func Unavailable(c *pipeline.Call) error {
+	server := ""
+	if c.Server != nil {
+		server = c.Server.Name
+	}
+	return refusal.Approval(displayTool(c), server, "", refusal.ApprovalUnavailable)
+}
+
+// displayTool is the tool's name as the client called it.
+func displayTool(c *pipeline.Call) string {
+	if c.Tool != "" {
+		return c.Tool
+	}
+	return c.UpstreamTool
+}
+
 // giveBack returns a used approval when a check after this one, or the
 // idempotency ledger, refused the call: it was never sent, so it must not
 // cost the approver's decision. Calls that reached the upstream (answered,
 // failed or timed out) keep it used: they may have run.
-func (k *Check) giveBack(ctx context.Context, c *pipeline.Call, used Approval, o pipeline.Outcome) {
-	if o != pipeline.Refused {
+func (k *Check) giveBack(ctx context.Context, c *pipeline.Call, used Approval, o audit.Outcome) {
+	if o != audit.OutcomeRefused {
 		return
 	}
 	ctx = context.WithoutCancel(ctx)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/approval"
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -56,7 +57,7 @@ func TestApprovalGivenBackWhenRefusedAfterwards(t *testing.T) {
 	if err := k.Check(ctx, c); err != nil {
 		t.Fatalf("approved call refused: %v", err)
 	}
-	c.Finish(pipeline.Refused)
+	c.Finish(audit.OutcomeRefused)
 	if a, err := st.GetApproval(ctx, id); err != nil || a.Status != approval.Approved {
 		t.Fatalf("after a refusal further on: %+v, %v; want %s approved again", a, err, id)
 	}
@@ -66,7 +67,7 @@ func TestApprovalGivenBackWhenRefusedAfterwards(t *testing.T) {
 	if err := k.Check(ctx, c); err != nil {
 		t.Fatalf("call after give-back refused: %v", err)
 	}
-	c.Finish(pipeline.Indeterminate) // sent; the upstream timed out: it may have run
+	c.Finish(audit.OutcomeIndeterminate) // sent; the upstream timed out: it may have run
 	if a, err := st.GetApproval(ctx, id); err != nil || a.Status != approval.Consumed {
 		t.Fatalf("after a sent call: %+v, %v; want consumed", a, err)
 	}

@@ -55,6 +55,9 @@ type Record struct {
 	Outcome       Outcome   `json:"outcome"`
 	LatencyMs     float64   `json:"latency_ms"`
 	PolicyHash    string    `json:"policy_hash"` // PolicyHash of the set in force; PolicyHashNone for none
+	// Degraded names the fail-open checks that could not decide and let
+	// the call through (their store was unreachable).
+	Degraded []string `json:"degraded,omitempty"`
 	// Detail is free text for decisions (who approved, why), never secrets.
 	Detail string `json:"detail,omitempty"`
 }

@@ -17,7 +17,7 @@
 // that dies mid-call frees its slot after LeaseTTL. The next call gets
 // -32063.
 //
-// When the store cannot be reached the check lets calls through (fail
+// When the store cannot be reached the check reports it and its stage fails
 // open, like the limiter): the breaker protects upstreams, it is not an
 // access control.
 package breaker
@@ -26,12 +26,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"sync"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
@@ -83,9 +85,6 @@ func New(o Options) *Check {
 	return &Check{o: o}
 }
 
-// Slot implements pipeline.Check.
-func (k *Check) Slot() string { return "breaker" }
-
 // Key is the breaker's key for a tenant's server.
 func Key(tenant, server string) string { return tenant + "#" + server }
 
@@ -97,11 +96,12 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	return decide()
 }
 
-// Prefetch implements pipeline.Prefetcher. Reading the circuit and taking a
-// lease are independent store requests: both start at once, in the same
-// wave as the earlier checks' requests. A lease taken for a call that is
-// then refused (by the circuit here, or by an earlier check through undo)
-// is released at once.
+// Prefetch implements pipeline.Prefetcher. Only the circuit read starts
+// early, in the same wave as the earlier checks' requests. What is scarce
+// (the half-open probe, a concurrency lease) is taken in decide, once every
+// earlier check has allowed the call: a call that an earlier check refuses
+// never holds a slot that an allowed call then misses. undo (and the
+// call's Finish) release what decide took.
 func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
 	if c.Server == nil {
 		return func() error { return nil }, nil
@@ -111,55 +111,63 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	holder := newHolder()
 	now := k.o.Now()
 	var (
+		first    Circuit
+		firstErr error
 		probe    bool
-		ref      *refusal.Refusal
 		leased   bool
-		leaseOK  = true
-		leaseErr error
 		// handedOff: decide registered the release with the call.
 		handedOff bool
+		released  sync.Once
 	)
-	waitAdmit := c.Async(func() { probe, ref = k.admit(ctx, key, server, holder, now) })
-	waitLease := func() {}
-	if k.o.MaxConcurrent > 0 {
-		waitLease = c.Async(func() {
-			leaseOK, leaseErr = k.o.Store.AcquireLease(ctx, key, holder, k.o.MaxConcurrent, now, now.Add(k.o.LeaseTTL))
-			leased = leaseOK && leaseErr == nil
+	waitRead := c.Async(func() { first, firstErr = k.o.Store.Circuit(ctx, key) })
+	release := func() {
+		released.Do(func() {
+			bg := context.WithoutCancel(ctx)
+			if leased {
+				if err := k.o.Store.ReleaseLease(bg, key, holder); err != nil {
+					k.o.Logger.WarnContext(bg, "breaker: lease not released; it expires on its own", "key", key, "err", err)
+				}
+			}
+			if probe {
+				k.giveBackProbe(bg, key, holder)
+			}
 		})
 	}
-	release := func() {
-		bg := context.WithoutCancel(ctx)
-		if leased {
-			if err := k.o.Store.ReleaseLease(bg, key, holder); err != nil {
-				k.o.Logger.WarnContext(bg, "breaker: lease not released; it expires on its own", "key", key, "err", err)
-			}
-		}
-		if probe {
-			k.giveBackProbe(bg, key, holder)
-		}
-	}
+	decided := false
 	decide := func() error {
-		waitAdmit()
-		waitLease()
-		if leaseErr != nil {
-			k.o.Logger.WarnContext(ctx, "breaker: lease store unavailable; call let through", "key", key, "err", leaseErr)
-		}
-		switch {
-		case ref != nil:
+		waitRead()
+		decided = true
+		var ref *refusal.Refusal
+		var unavailable error // the store could not answer: the stage fails open
+		probe, ref, unavailable = k.admit(ctx, key, server, holder, now, first, firstErr)
+		if ref != nil {
 			release()
 			return ref
-		case !leaseOK && leaseErr == nil:
-			release()
-			return refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
-				"Upstream unavailable: %d calls to %s are in flight (UPSTREAM_MAX_CONCURRENT); retry shortly", k.o.MaxConcurrent, server))
+		}
+		if k.o.MaxConcurrent > 0 {
+			ok, err := k.o.Store.AcquireLease(ctx, key, holder, k.o.MaxConcurrent, now, now.Add(k.o.LeaseTTL))
+			switch {
+			case err != nil:
+				unavailable = errors.Join(unavailable, err)
+			case !ok:
+				release()
+				return refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
+					"Upstream unavailable: %d calls to %s are in flight (UPSTREAM_MAX_CONCURRENT); retry shortly", k.o.MaxConcurrent, server))
+			default:
+				leased = true
+			}
 		}
 		if leased || probe {
 			handedOff = true
-			c.OnDone(func(pipeline.Outcome) { release() })
+			c.OnDone(func(audit.Outcome) { release() })
 		}
-		return nil
+		return unavailable
 	}
 	undo := func() {
+		if !decided {
+			waitRead() // nothing taken before decide
+			return
+		}
 		if !handedOff { // else the call's Finish releases it
 			release()
 		}
@@ -167,14 +175,16 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	return decide, undo
 }
 
-// admit decides from the circuit record. probe is true when this call took
-// the half-open probe.
-func (k *Check) admit(ctx context.Context, key, server, holder string, now time.Time) (probe bool, ref *refusal.Refusal) {
-	for range 3 {
-		c, err := k.o.Store.Circuit(ctx, key)
+// admit decides from the circuit record, read first (the prefetched read)
+// and re-read after a lost race for the probe. probe is true when this call
+// took the half-open probe; err is set when the store could not answer.
+func (k *Check) admit(ctx context.Context, key, server, holder string, now time.Time, c Circuit, err error) (probe bool, ref *refusal.Refusal, _ error) {
+	for round := range 3 {
+		if round > 0 {
+			c, err = k.o.Store.Circuit(ctx, key)
+		}
 		if err != nil {
-			k.o.Logger.WarnContext(ctx, "breaker: circuit store unavailable; call let through", "key", key, "err", err)
-			return false, nil
+			return false, nil, err
 		}
 		st := stateAt(c, now)
 		if st == closed {
@@ -183,30 +193,30 @@ func (k *Check) admit(ctx context.Context, key, server, holder string, now time.
 			} else {
 				k.clean.Delete(key)
 			}
-			return false, nil
+			return false, nil, nil
 		}
 		k.clean.Delete(key)
 		if st == open {
 			secs := int(math.Ceil(c.OpenUntil.Sub(now).Seconds()))
 			return false, refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
-				"Upstream unavailable: circuit open for %s after repeated upstream failures; retry in %ds", server, secs))
+				"Upstream unavailable: circuit open for %s after repeated upstream failures; retry in %ds", server, secs)), nil
 		}
 		if c.Probe != "" && now.Before(c.ProbeUntil) {
 			return false, refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
-				"Upstream unavailable: circuit half-open for %s; a probe call is in flight", server))
+				"Upstream unavailable: circuit half-open for %s; a probe call is in flight", server)), nil
 		}
 		c.Probe, c.ProbeUntil = holder, now.Add(k.o.LeaseTTL)
 		err = k.o.Store.PutCircuit(ctx, key, c)
 		if err == nil {
-			return true, nil
+			return true, nil, nil
 		}
 		if !isConflict(err) {
-			k.o.Logger.WarnContext(ctx, "breaker: circuit store unavailable; call let through", "key", key, "err", err)
-			return false, nil
+			return false, nil, err
 		}
+		err = nil
 	}
 	return false, refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
-		"Upstream unavailable: circuit half-open for %s; a probe call is in flight", server))
+		"Upstream unavailable: circuit half-open for %s; a probe call is in flight", server)), nil
 }
 
 // giveBackProbe frees the probe if holder still has it: the call ended

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/internal/testclock"
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/breaker"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/pipeline"
@@ -77,14 +78,14 @@ func TestStateMachine(t *testing.T) {
 	// The probe ends without reaching the upstream (e.g. answered from the
 	// idempotency ledger): the probe is given back.
 	for _, c := range calls {
-		c.Finish(pipeline.Allowed)
+		c.Finish(audit.OutcomeAllowed)
 	}
 	probe := call()
 	if err := k.Check(ctx, probe); err != nil {
 		t.Fatalf("probe not given back: %v", err)
 	}
 	k.Observe(srv, nil) // success closes
-	probe.Finish(pipeline.Allowed)
+	probe.Finish(audit.OutcomeAllowed)
 	for range 3 {
 		if err := k.Check(ctx, call()); err != nil {
 			t.Fatalf("after a successful probe: %v", err)
@@ -107,7 +108,7 @@ func TestLeasesExpire(t *testing.T) {
 	if err := k.Check(ctx, c); err != nil {
 		t.Fatalf("after the dead holder's lease expired: %v", err)
 	}
-	c.Finish(pipeline.Allowed)
+	c.Finish(audit.OutcomeAllowed)
 	if err := k.Check(ctx, call()); err != nil {
 		t.Fatalf("after release: %v", err)
 	}

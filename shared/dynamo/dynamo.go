@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aegis-gw/aegis/shared/backend"
 	"os"
 	"time"
 
@@ -163,3 +164,8 @@ func mapErr(op string, err error) error {
 
 // isConflict reports whether err (from mapErr) is a lost condition.
 func isConflict(err error) bool { return errors.Is(err, store.ErrConflict) }
+
+// InProcess implements backend.Backend: DynamoDB is a network away.
+func (*Store) InProcess() bool { return false }
+
+var _ backend.Backend = (*Store)(nil)

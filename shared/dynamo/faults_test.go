@@ -46,12 +46,12 @@ func TestUnreachable(t *testing.T) {
 			Tool: tool, UpstreamTool: tool, Server: srv}
 	}
 	// Up: the limits bite and the stop is loaded.
-	for _, k := range []pipeline.Check{rl, qu} {
+	for name, k := range map[string]pipeline.Check{"ratelimit": rl, "quota": qu} {
 		if err := k.Check(ctx, call("echo")); err != nil {
-			t.Fatalf("%s, first call: %v", k.Slot(), err)
+			t.Fatalf("%s, first call: %v", name, err)
 		}
 		if err := k.Check(ctx, call("echo")); err == nil {
-			t.Fatalf("%s, second call admitted with the store up", k.Slot())
+			t.Fatalf("%s, second call admitted with the store up", name)
 		}
 	}
 	var r *refusal.Refusal
@@ -65,10 +65,35 @@ func TestUnreachable(t *testing.T) {
 	mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	for _, k := range []pipeline.Check{rl, qu} {
-		if err := k.Check(cctx, call("echo")); err != nil {
-			t.Fatalf("%s with DynamoDB unreachable: %v, want the call let through", k.Slot(), err)
+	// The limiter and the meter report that they could not decide (an
+	// unavailable store, not a refusal); their stages fail open, so the
+	// pipeline lets the call through and records them as degraded.
+	var stages []pipeline.Stage
+	for _, s := range append(pipeline.Order[:], pipeline.ResultOrder[:]...) {
+		st := pipeline.Stage{Slot: s, Scope: pipeline.Every}
+		switch s {
+		case pipeline.RateLimit:
+			st.Check, st.Mode = rl, pipeline.FailOpen
+		case pipeline.Quota:
+			st.Check, st.Mode = qu, pipeline.FailOpen
 		}
+		stages = append(stages, st)
+	}
+	pipe, err := pipeline.New(stages, &pipeline.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, k := range map[string]pipeline.Check{"ratelimit": rl, "quota": qu} {
+		if err := k.Check(cctx, call("echo")); !errors.Is(err, store.ErrUnavailable) || errors.As(err, &r) {
+			t.Fatalf("%s with DynamoDB unreachable: %v, want store.ErrUnavailable (could not decide)", name, err)
+		}
+	}
+	c := call("echo")
+	if err := pipe.Run(cctx, c); err != nil {
+		t.Fatalf("pipeline with DynamoDB unreachable: %v, want the call let through", err)
+	}
+	if got := c.DegradedNames(); len(got) != 2 || got[0] != "ratelimit" || got[1] != "quota" {
+		t.Fatalf("degraded = %v, want [ratelimit quota]", got)
 	}
 	if err := ks.Check(cctx, call("transfer")); !errors.As(err, &r) || r.Code != -32062 {
 		t.Fatalf("kill switch with DynamoDB unreachable: %v, want last known -32062", err)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -22,7 +21,7 @@ import (
 // code tools/call uses (pipeline.Visible), so a hidden tool cannot be
 // called and a callable tool is never hidden.
 func (g *Gateway) toolsList(ctx context.Context, w http.ResponseWriter, ep endpoint, c *pipeline.Call) {
-	view, errs, err := g.o.Catalog.View(ctx, c.Tenant.ID, ep.server)
+	view, errs, err := g.cat.View(ctx, c.Tenant.ID, ep.server)
 	if err != nil {
 		g.internal(w, c, err)
 		return
@@ -38,7 +37,7 @@ func (g *Gateway) toolsList(ctx context.Context, w http.ResponseWriter, ep endpo
 	out = append(out, `{"tools":[`...)
 	n := 0
 	for _, e := range view {
-		if !g.o.Pipeline.Visible(ctx, c, e.Server, e.Tool.Name) {
+		if !g.pipe.Visible(ctx, c, e.Server, e.Tool.Name) {
 			continue
 		}
 		def := e.Tool.Def
@@ -56,56 +55,56 @@ func (g *Gateway) toolsList(ctx context.Context, w http.ResponseWriter, ep endpo
 	writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, out))
 }
 
-// toolsCall runs the whole pipeline, forwards what is allowed, and audits
-// every outcome.
+// toolsCall runs the whole pipeline, forwards what is allowed, runs the
+// response-side stages over the answer, and audits every outcome.
 func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
 	// One UPSTREAM_TIMEOUT_SECS for all this call sends upstream: a cold
 	// catalog's tools/list during routing and the call itself share it.
-	ctx = g.o.Upstream.WithBudget(ctx)
-	outcome, code, word := pipeline.Allowed, 0, ""
+	ctx = g.up.WithBudget(ctx)
+	outcome, code, word := audit.OutcomeAllowed, 0, ""
+	sent, finished := false, false
+	// finish gives back what the checks took (a lease, an unused
+	// approval) and records a breaker result. A call that reached the
+	// upstream finishes as answered, whatever a response stage then said:
+	// it may have run, so nothing it used is given back.
+	finish := func() {
+		if finished {
+			return
+		}
+		finished = true
+		o := outcome
+		if sent && o == audit.OutcomeRefused {
+			o = audit.OutcomeAllowed
+		}
+		c.Finish(o)
+	}
 	defer func() {
-		// Releasing what the checks took (a lease, a breaker result) and
-		// writing the audit record are independent store writes: overlap
-		// them so they cost one round trip, not two.
-		finished := c.Async(func() { c.Finish(outcome) })
+		// Finishing and writing the audit record are independent store
+		// writes: overlap them so they cost one round trip, not two.
+		done := c.Async(finish)
 		g.audit(ctx, c, outcome, code, word)
-		finished()
+		done()
 	}()
 	refuse := func(err error) {
 		var ref *refusal.Refusal
 		if errors.As(err, &ref) {
-			outcome, code, word = pipeline.Refused, int(ref.Code), string(ref.Word)
+			outcome, code, word = audit.OutcomeRefused, int(ref.Code), string(ref.Word)
 			if ref.Word == refusal.InternalError {
-				outcome = pipeline.Failed
+				outcome = audit.OutcomeError
 			}
 		} else {
-			outcome, code, word = pipeline.Failed, int(refusal.CodeInternal), string(refusal.InternalError)
+			outcome, code, word = audit.OutcomeError, int(refusal.CodeInternal), string(refusal.InternalError)
 		}
+		finish() // a refused call holds nothing when its answer is written
 		g.refuse(w, ep, c, err)
 	}
-	if ep.mcp && c.SessionID == "" {
-		refuse(refusal.New(refusal.InvalidRequest, "Invalid request: Mcp-Session-Id header is required; send initialize first"))
-		return
-	}
-	if ref := g.callParams(ep, c); ref != nil {
-		// The session comes first in the seed's order: an unknown session
-		// outranks malformed params.
-		if err := g.o.Pipeline.RunUntil(ctx, c, "ratelimit"); err != nil {
-			g.sessionHeaders(w, ep, c)
-			refuse(err)
-			return
-		}
-		g.sessionHeaders(w, ep, c)
-		refuse(ref)
-		return
-	}
-	err := g.o.Pipeline.Run(ctx, c)
+	err := g.pipe.Run(ctx, c)
 	g.sessionHeaders(w, ep, c)
 	if err != nil {
 		refuse(err)
 		return
 	}
-	resp, err := g.forward(ctx, r, c)
+	resp, err := g.forward(ctx, r, c, &sent)
 	if err != nil {
 		var ref *refusal.Refusal
 		if errors.As(err, &ref) { // from the idempotency ledger
@@ -118,9 +117,13 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 		writeRefusal(w, c.ID, ref, c.Tenant.RefusalShape, c.Method)
 		return
 	}
+	if err := g.pipe.RunResults(ctx, c, resp); err != nil {
+		refuse(err)
+		return
+	}
 	if resp.Error != nil {
 		// The upstream's own JSON-RPC error: passed through with its code.
-		outcome = pipeline.Failed
+		outcome = audit.OutcomeError
 		var e struct {
 			Code int `json:"code"`
 		}
@@ -132,46 +135,6 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 	writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, resp.Result))
 }
 
-// callParams reads name and server from tools/call params.
-func (g *Gateway) callParams(ep endpoint, c *pipeline.Call) *refusal.Refusal {
-	if len(c.Params) == 0 || c.Params[0] != '{' {
-		return refusal.New(refusal.InvalidParams, "Invalid params: tools/call needs an object with a name")
-	}
-	if k, dup := jsonrpc.DuplicateKey(c.Params); dup {
-		// The gateway reads the first of two "name"s, an upstream may run the
-		// last: a call must not be checked as one thing and run as another.
-		return refusal.New(refusal.InvalidParams, "Invalid params: duplicate key "+quoteKey(k)+" (parsers disagree on which one counts)")
-	}
-	var odd, want string // a member a lenient decoder takes for one we read, spelled otherwise
-	jsonrpc.Members(c.Params, func(k string, _ json.RawMessage) {
-		if m := callMembers[jsonrpc.Fold(k)]; odd == "" && m != "" && m != k {
-			odd, want = k, m
-		}
-	})
-	if odd != "" {
-		return refusal.New(refusal.InvalidParams, "Invalid params: "+quoteKey(odd)+" must be spelled "+strconv.Quote(want))
-	}
-	name, ok := jsonrpc.StringMember(c.Params, "name")
-	if !ok || name == "" {
-		return refusal.New(refusal.InvalidParams, `Invalid params: "name" must be a non-empty string`)
-	}
-	c.Tool = name
-	if args := jsonrpc.Member(c.Params, "arguments"); args != nil && args[0] != '{' && string(args) != "null" {
-		return refusal.New(refusal.InvalidParams, `Invalid params: "arguments" must be an object`)
-	}
-	if raw := jsonrpc.Member(c.Params, "server"); raw != nil {
-		srv, ok := jsonrpc.StringMember(c.Params, "server")
-		if !ok {
-			return refusal.New(refusal.InvalidParams, `Invalid params: "server" must be a string`)
-		}
-		if ep.server != "" && srv != ep.server {
-			return refusal.New(refusal.InvalidParams, `Invalid params: "server" differs from the server in the path`)
-		}
-		c.RequestedServer = srv
-	}
-	return nil
-}
-
 // forward sends the call to its upstream on the gateway session's upstream
 // session, storing the upstream session when it was (re)opened. A call with
 // an Idempotency-Key goes through the ledger first: a completed key is
@@ -179,7 +142,7 @@ func (g *Gateway) callParams(ep endpoint, c *pipeline.Call) *refusal.Refusal {
 // params, -32063 in flight) comes back as a *refusal.Refusal error. The
 // client's own headers are never forwarded (its Authorization least of
 // all): only traceparent and Idempotency-Key travel upstream.
-func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call) (*jsonrpc.Response, error) {
+func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call, sent *bool) (*jsonrpc.Response, error) {
 	params := c.Params
 	if c.UpstreamTool != c.Tool {
 		name, _ := json.Marshal(c.UpstreamTool)
@@ -197,8 +160,8 @@ func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call
 		hdr.Set("Idempotency-Key", key)
 		k, _ := json.Marshal(key)
 		params = upstream.SetMeta(params, idempotency.MetaKey, k)
-		if g.o.Ledger != nil {
-			cl, ref, err := g.o.Ledger.Begin(ctx, c.Tenant.ID, key, idempotency.Hash(c.Server.Name, c.UpstreamTool, params), idempotency.NewHolder())
+		{
+			cl, ref, err := g.ledger.Begin(ctx, c.Tenant.ID, key, idempotency.Hash(c.Server.Name, c.UpstreamTool, params), idempotency.NewHolder())
 			switch {
 			case ref != nil:
 				return nil, ref
@@ -218,12 +181,13 @@ func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call
 	if g.o.Tracer != nil {
 		uctx, span = g.o.Tracer.StartUpstream(ctx, c.Server.Name, c.UpstreamTool)
 	}
-	resp, used, err := g.o.Upstream.Call(uctx, ex)
+	*sent = true // from here on the call may reach the upstream
+	resp, used, err := g.up.Call(uctx, ex)
 	if span != nil {
 		g.o.Tracer.EndUpstream(span, resp, err)
 	}
 	if used != prev && used.Protocol != "" {
-		if serr := g.o.Sessions.SetUpstream(ctx, c.Tenant.ID, c.SessionID, c.Server.Name, used.Encode()); serr != nil {
+		if serr := g.b.SetUpstream(ctx, c.Tenant.ID, c.SessionID, c.Server.Name, used.Encode()); serr != nil {
 			g.o.Logger.Warn("could not store upstream session", "correlation_id", c.CorrelationID, "err", serr)
 		}
 	}
@@ -243,14 +207,14 @@ func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call
 }
 
 // upstreamRefusal maps an upstream failure to the seed's contract.
-func upstreamRefusal(err error, timeout time.Duration) (*refusal.Refusal, pipeline.Outcome) {
+func upstreamRefusal(err error, timeout time.Duration) (*refusal.Refusal, audit.Outcome) {
 	if upstream.CallSent(err) {
-		return refusal.Timeout(int(timeout.Seconds())), pipeline.Indeterminate
+		return refusal.Timeout(int(timeout.Seconds())), audit.OutcomeIndeterminate
 	}
-	return refusal.Upstream(err.Error()), pipeline.Failed
+	return refusal.Upstream(err.Error()), audit.OutcomeError
 }
 
-func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o pipeline.Outcome, code int, word string) {
+func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, code int, word string) {
 	rec := audit.Record{
 		Time:          c.Start.UTC(),
 		Tenant:        c.Tenant.ID,
@@ -263,9 +227,10 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o pipeline.Outcom
 		ParamsHash:    audit.HashParams(jsonrpc.Member(c.Params, "arguments")),
 		Code:          code,
 		Word:          word,
-		Outcome:       audit.Outcome(o),
+		Outcome:       o,
 		LatencyMs:     float64(g.o.Now().Sub(c.Start).Microseconds()) / 1000,
 		PolicyHash:    c.PolicyHash,
+		Degraded:      c.DegradedNames(),
 	}
 	if c.Server != nil {
 		rec.Server = c.Server.Name
@@ -277,31 +242,7 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o pipeline.Outcom
 	if g.o.Tracer != nil {
 		g.o.Tracer.AnnotateCall(ctx, rec)
 	}
-	if g.o.Audit == nil {
-		g.o.Logger.InfoContext(ctx, "audit", "record", rec)
-		return
-	}
-	if err := g.o.Audit.Write(context.WithoutCancel(ctx), rec); err != nil {
+	if err := g.b.Write(context.WithoutCancel(ctx), rec); err != nil {
 		g.o.Logger.ErrorContext(ctx, "audit write failed; record kept in this log line", "record", rec, "err", err)
 	}
-}
-
-// callMembers are the tools/call params members the gateway reads, by their
-// folded spelling. An upstream decoding into structs (Go's encoding/json)
-// reads "Name" or "ARGUMENTS" as these; the gateway, reading exactly, would
-// not: the call would be checked without them and run with them.
-var callMembers = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{"name", "arguments", "server", "_meta"} {
-		m[jsonrpc.Fold(k)] = k
-	}
-	return m
-}()
-
-// quoteKey quotes a client's key for an error message, cut to 64 runes.
-func quoteKey(k string) string {
-	if r := []rune(k); len(r) > 64 {
-		k = string(r[:64]) + "…"
-	}
-	return strconv.Quote(k)
 }

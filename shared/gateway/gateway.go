@@ -16,13 +16,16 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/auth"
+	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/correlation"
 	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/quota"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/route"
@@ -32,23 +35,29 @@ import (
 	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
-// Options are the gateway's dependencies. Registry, Sessions, Pipeline,
-// Catalog and Upstream are required.
+// Options configure a Gateway besides its backend. The zero value (or nil)
+// is valid: defaults are filled in by New.
 type Options struct {
 	Settings config.Settings
-	Registry registry.Reader
-	Sessions session.Store
-	Pipeline *pipeline.Pipeline
-	Catalog  *route.Catalog
-	Upstream *upstream.Client
-	Ledger   *idempotency.Ledger // nil: no Idempotency-Key ledger
-	Inline   bool                // stores are in process: pipeline.Call.Inline
-	Audit    audit.Writer        // nil: records go to the log only
-	Logger   *slog.Logger        // nil: slog.Default()
-	Now      func() time.Time    // nil: time.Now
-	Version  string
-	Tracer   *telemetry.Tracer // nil: no spans
-	Metrics  Metrics           // nil: no metrics
+	Tiers    quota.Tiers      // monthly limits per tier; nil: quota.DefaultTiers()
+	Logger   *slog.Logger     // nil: slog.Default()
+	Now      func() time.Time // nil: time.Now
+	HTTP     *http.Client     // nil: NewHTTPClient(Settings.LocalMode)
+	// Credentials resolves brokered credentials; nil: a server with a
+	// credential cannot be called (its calls fail, naming the kind).
+	Credentials upstream.Credentials
+	CatalogTTL  time.Duration // 0: one minute
+	Version     string        // "": "dev"
+	// RegistryCacheTTL > 0 caches registry reads per process (keys, tenants,
+	// servers) and serves the last known state for a minute past it when the
+	// store is down. The Lambda functions use it; 0 reads through.
+	RegistryCacheTTL time.Duration
+	Notifier         approval.Notifier // nil: nobody is told of held calls
+	// Tracer traces requests, checks and upstream calls; nil: no spans
+	// (telemetry.FromEnv builds it). DynamoDB spans come from the client's
+	// middleware (dynamo.WithMiddleware(tracer.AddAWSMiddleware)).
+	Tracer  *telemetry.Tracer
+	Metrics Metrics // nil: no metrics
 }
 
 // Metrics is told of every audited tools/call (shared/telemetry's EMF
@@ -57,24 +66,61 @@ type Metrics interface {
 	RecordCall(rec audit.Record)
 }
 
-// Gateway serves the invoke path.
+// Gateway serves the invoke path. It is safe for concurrent use.
 type Gateway struct {
-	o    Options
-	auth *auth.Authenticator
+	o      Options
+	b      backend.Backend
+	reg    registry.Reader // b, or a per-process cache over it
+	auth   *auth.Authenticator
+	cat    *route.Catalog
+	up     *upstream.Client
+	ledger *idempotency.Ledger
+	pipe   *pipeline.Pipeline
 }
 
-// New returns a gateway. Options are copied and defaults filled.
-func New(o Options) *Gateway {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+// New returns the gateway over b, with its checks built from the stage
+// table (stages.go). o is copied and defaults filled; nil is the zero
+// Options.
+func New(b backend.Backend, o *Options) (*Gateway, error) {
+	if b == nil {
+		return nil, errors.New("gateway: no backend")
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	g := &Gateway{b: b}
+	if o != nil {
+		g.o = *o
 	}
-	if o.Version == "" {
-		o.Version = "dev"
+	if g.o.Logger == nil {
+		g.o.Logger = slog.Default()
 	}
-	return &Gateway{o: o, auth: auth.NewAuthenticator(o.Registry, o.Settings.Served)}
+	if g.o.Now == nil {
+		g.o.Now = time.Now
+	}
+	if g.o.Version == "" {
+		g.o.Version = "dev"
+	}
+	if g.o.HTTP == nil {
+		g.o.HTTP = NewHTTPClient(g.o.Settings.LocalMode)
+	}
+	if g.o.CatalogTTL == 0 {
+		g.o.CatalogTTL = time.Minute
+	}
+	if g.o.Tiers == nil {
+		g.o.Tiers = quota.DefaultTiers()
+	}
+	s := g.o.Settings
+	g.reg = b
+	if g.o.RegistryCacheTTL > 0 {
+		g.reg = registry.NewCache(b, g.o.RegistryCacheTTL, time.Minute, g.o.Now)
+	}
+	g.auth = auth.NewAuthenticator(g.reg, s.Served)
+	g.up = &upstream.Client{HTTP: g.o.HTTP, Timeout: s.UpstreamTimeout, MaxRetries: s.UpstreamMaxRetries, Creds: g.o.Credentials}
+	g.cat = route.NewCatalog(g.reg, lister{g.up}, g.o.CatalogTTL, g.o.Now)
+	g.ledger = idempotency.New(idempotency.Options{Store: b, LeaseTTL: 5*s.UpstreamTimeout + 10*time.Second, Now: g.o.Now})
+	var err error
+	if g.pipe, err = g.buildPipeline(); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // ServeHTTP implements http.Handler.
@@ -146,7 +192,7 @@ func writeRefusal(w http.ResponseWriter, id json.RawMessage, r *refusal.Refusal,
 		writeFrame(w, http.StatusOK, jsonrpc.Result(id, refusalResult(r)))
 		return
 	}
-	writeFrame(w, r.HTTPStatus(), jsonrpc.Refusal(id, r, refusal.LayerGateway))
+	writeFrame(w, r.HTTPStatus(), refusal.Frame(id, r, refusal.LayerGateway))
 }
 
 // refusalResult is a refusal as a CallToolResult with isError (seed 002),
@@ -213,16 +259,16 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 	switch status {
 	case http.StatusRequestEntityTooLarge:
 		ref := refusal.New(refusal.InvalidRequest, "Invalid request: body exceeds the size limit")
-		writeFrame(w, status, jsonrpc.Refusal(jsonrpc.Null, ref, refusal.LayerGateway))
+		writeFrame(w, status, refusal.Frame(jsonrpc.Null, ref, refusal.LayerGateway))
 		return
 	case http.StatusBadRequest:
 		ref := refusal.New(refusal.ParseError, "Parse error: body could not be read")
-		writeFrame(w, status, jsonrpc.Refusal(jsonrpc.Null, ref, refusal.LayerGateway))
+		writeFrame(w, status, refusal.Frame(jsonrpc.Null, ref, refusal.LayerGateway))
 		return
 	}
 	req, derr := jsonrpc.Decode(body)
-	if derr != nil && derr.Refusal.Code == refusal.CodeParseError {
-		writeFrame(w, http.StatusBadRequest, jsonrpc.Refusal(jsonrpc.Null, derr.Refusal, refusal.LayerGateway))
+	if derr != nil && derr.Err.Code == jsonrpc.CodeParseError {
+		writeFrame(w, http.StatusBadRequest, refusal.Frame(jsonrpc.Null, refusal.Decode(derr), refusal.LayerGateway))
 		return
 	}
 	key, tenant, err := g.auth.Authenticate(ctx, r.Header.Get("Authorization"))
@@ -239,7 +285,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		return
 	}
 	if derr != nil {
-		writeFrame(w, http.StatusOK, jsonrpc.Refusal(derr.ID, derr.Refusal, refusal.LayerGateway))
+		writeFrame(w, http.StatusOK, refusal.Frame(derr.ID, refusal.Decode(derr), refusal.LayerGateway))
 		return
 	}
 	if ep.mcp {
@@ -263,7 +309,8 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		RequestedServer: ep.server,
 		IdempotencyKey:  r.Header.Get("Idempotency-Key"),
 		PolicyHash:      audit.PolicyHashNone,
-		Inline:          g.o.Inline,
+		Inline:          g.b.InProcess(),
+		MCP:             ep.mcp,
 	}
 	if ep.mcp {
 		c.SessionID = r.Header.Get("Mcp-Session-Id")
@@ -273,68 +320,36 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 	g.dispatch(ctx, w, r, ep, c)
 }
 
-// dispatch answers one request. The session comes before the server of
-// /mcp/{server} (seed order: session, rate limit, quota, then routing):
-// tools/call checks the server in its route slot, the other methods right
-// after the session.
+// dispatch answers one request: the stages of its scope first (the stage
+// table holds the order: session, params, ..., route), then the method.
 func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
 	switch c.Method {
+	case "tools/call":
+		g.toolsCall(ctx, w, r, ep, c)
+		return
 	case "initialize":
 		if !ep.mcp {
 			writeRefusal(w, c.ID, refusal.Unknown("initialize (served on /mcp)"), "", c.Method)
 			return
 		}
-		if g.hasServer(ctx, w, ep, c) {
-			g.initialize(ctx, w, c)
-		}
-	case "ping":
-		if g.session(ctx, w, ep, c) && g.hasServer(ctx, w, ep, c) {
-			writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, json.RawMessage(`{}`)))
-		}
-	case "tools/list":
-		if g.session(ctx, w, ep, c) && g.hasServer(ctx, w, ep, c) {
-			g.toolsList(ctx, w, ep, c)
-		}
-	case "tools/call":
-		g.toolsCall(ctx, w, r, ep, c)
-	default:
-		if g.session(ctx, w, ep, c) && g.hasServer(ctx, w, ep, c) {
-			writeRefusal(w, c.ID, refusal.Unknown(c.Method), "", c.Method)
-		}
+		c.SessionID = "" // initialize always opens a new session
 	}
-}
-
-// hasServer answers -32601 when the server of /mcp/{server} is not one of
-// the tenant's, and reports whether to go on.
-func (g *Gateway) hasServer(ctx context.Context, w http.ResponseWriter, ep endpoint, c *pipeline.Call) bool {
-	if ep.server == "" {
-		return true
-	}
-	ok, err := g.o.Catalog.HasServer(ctx, c.Tenant.ID, ep.server)
-	if err != nil {
-		g.internal(w, c, err)
-		return false
-	}
-	if !ok {
-		writeRefusal(w, c.ID, refusal.Unknown("server "+ep.server), c.Tenant.RefusalShape, c.Method)
-	}
-	return ok
-}
-
-// session runs the session slot alone (methods other than tools/call) and
-// answers the client itself when it refuses. It reports whether to go on.
-func (g *Gateway) session(ctx context.Context, w http.ResponseWriter, ep endpoint, c *pipeline.Call) bool {
-	if ep.mcp && c.SessionID == "" {
-		writeRefusal(w, c.ID, refusal.New(refusal.InvalidRequest, "Invalid request: Mcp-Session-Id header is required; send initialize first"), "", c.Method)
-		return false
-	}
-	err := g.o.Pipeline.RunUntil(ctx, c, "ratelimit")
+	err := g.pipe.Run(ctx, c)
 	g.sessionHeaders(w, ep, c)
 	if err != nil {
 		g.refuse(w, ep, c, err)
-		return false
+		return
 	}
-	return true
+	switch c.Method {
+	case "initialize":
+		g.initialize(w, c)
+	case "ping":
+		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, json.RawMessage(`{}`)))
+	case "tools/list":
+		g.toolsList(ctx, w, ep, c)
+	default:
+		writeRefusal(w, c.ID, refusal.Unknown(c.Method), "", c.Method)
+	}
 }
 
 func (g *Gateway) sessionHeaders(w http.ResponseWriter, ep endpoint, c *pipeline.Call) {
@@ -385,7 +400,7 @@ func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request, corr str
 		writeJSON(w, http.StatusBadRequest, `{"error":"Mcp-Session-Id header is required"}`)
 		return
 	}
-	rec, err := g.o.Sessions.Touch(r.Context(), tenant.ID, id, g.o.Now(), session.Limits{Lifetime: g.o.Settings.SessionLifetime, Idle: g.o.Settings.SessionIdle})
+	rec, err := g.b.Touch(r.Context(), tenant.ID, id, g.o.Now(), session.Limits{Lifetime: g.o.Settings.SessionLifetime, Idle: g.o.Settings.SessionIdle})
 	switch {
 	case errors.Is(err, store.ErrNotFound) || (err == nil && rec.Caller != key.Caller):
 		writeJSON(w, http.StatusNotFound, `{"error":"unknown session"}`)
@@ -395,7 +410,7 @@ func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request, corr str
 		writeJSON(w, http.StatusServiceUnavailable, `{"error":"unavailable; correlation id `+corr+`"}`)
 		return
 	}
-	if err := g.o.Sessions.Delete(r.Context(), tenant.ID, id); err != nil {
+	if err := g.b.Delete(r.Context(), tenant.ID, id); err != nil {
 		g.o.Logger.Error("session delete failed", "correlation_id", corr, "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, `{"error":"unavailable; correlation id `+corr+`"}`)
 		return

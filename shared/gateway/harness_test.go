@@ -74,13 +74,11 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	}
 	e.Settings = s
 	log := slog.New(slog.NewJSONHandler(lockedWriter{e}, nil))
-	e.Gateway, err = gateway.Build(gateway.Deps{
+	e.Gateway, err = gateway.New(e.Store, &gateway.Options{
 		Settings: s,
-		Backend: gateway.Backend{Registry: e.Store, Sessions: e.Store, Audit: e.Store, Counters: e.Store,
-			Stops: e.Store, Approvals: e.Store, Breaker: e.Store, Idempotency: e.Store, InProcess: true},
-		Tiers:  testTiers,
-		Logger: log,
-		Now:    e.Clock.Now,
+		Tiers:    testTiers,
+		Logger:   log,
+		Now:      e.Clock.Now,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -30,7 +29,7 @@ func (g *Gateway) mcpHeaders(w http.ResponseWriter, r *http.Request, req *jsonrp
 			return false
 		}
 		ref := refusal.New(refusal.InvalidRequest, msg)
-		writeFrame(w, status, jsonrpc.Refusal(req.ReplyID(), ref, refusal.LayerGateway))
+		writeFrame(w, status, refusal.Frame(req.ReplyID(), ref, refusal.LayerGateway))
 		return false
 	}
 	if !acceptsBoth(r.Header.Values("Accept")) {
@@ -60,20 +59,15 @@ func acceptsBoth(values []string) bool {
 	return js && sse
 }
 
-// initialize opens a gateway session for an MCP client: the session id is
-// both Mcp-Session-Id and X-Session-ID.
-func (g *Gateway) initialize(ctx context.Context, w http.ResponseWriter, c *pipeline.Call) {
+// initialize answers an MCP client's initialize; the session stage has
+// opened its gateway session, whose id is both Mcp-Session-Id and
+// X-Session-ID.
+func (g *Gateway) initialize(w http.ResponseWriter, c *pipeline.Call) {
 	asked, _ := jsonrpc.StringMember(c.Params, "protocolVersion")
 	version := ProtocolVersions[0]
 	if slices.Contains(ProtocolVersions, asked) {
 		version = asked
 	}
-	c.SessionID = "" // initialize always opens a new session
-	if err := g.o.Pipeline.RunUntil(ctx, c, "ratelimit"); err != nil {
-		g.refuse(w, endpoint{mcp: true}, c, err)
-		return
-	}
-	g.sessionHeaders(w, endpoint{mcp: true}, c)
 	res, _ := json.Marshal(map[string]any{
 		"protocolVersion": version,
 		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},

@@ -50,10 +50,8 @@ func TestDynamoDBUnreachable(t *testing.T) {
 	s := config.Defaults()
 	s.LocalMode = true
 	s.BillingEnabled, s.BillingEnforce = true, true
-	gw, err := gateway.Build(gateway.Deps{
-		Settings: s,
-		Backend: gateway.Backend{Registry: st, Sessions: st, Audit: st, Counters: st, Stops: st,
-			Approvals: st, Breaker: st, Idempotency: st},
+	gw, err := gateway.New(st, &gateway.Options{
+		Settings:         s,
 		Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 		RegistryCacheTTL: time.Minute,
 	})

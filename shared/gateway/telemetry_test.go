@@ -89,9 +89,8 @@ func newTelEnv(t *testing.T, logs *syncBuf, perTool int) *telEnv {
 	s.RateLimitPerTool = perTool
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(e.spans), sdktrace.WithIDGenerator(telemetry.IDGenerator{}))
 	var err error
-	e.gw, err = gateway.Build(gateway.Deps{
+	e.gw, err = gateway.New(e.store, &gateway.Options{
 		Settings:    s,
-		Backend:     gateway.Backend{Registry: e.store, Sessions: e.store, Counters: e.store},
 		Logger:      telemetry.NewLogger(logs, slog.LevelDebug),
 		Credentials: credentials.New(credentials.Options{Local: true, Getenv: func(k string) string { return map[string]string{"UP_KEY": upstreamSecret}[k] }}),
 		Tracer:      telemetry.NewTracer(tp, false, nil),
@@ -162,7 +161,7 @@ func TestSpansForAllowedAndRefusedCalls(t *testing.T) {
 		}
 		return by
 	}
-	by := check("allowed", allowed, corr, []string{"POST /v1/invoke", "check.session", "check.ratelimit", "check.quota", "check.route", "check.approval", "upstream.call"})
+	by := check("allowed", allowed, corr, []string{"POST /v1/invoke", "check.session", "check.params", "check.ratelimit", "check.route", "check.killswitch", "check.approval", "check.breaker", "upstream.call"})
 	if up := by["upstream.call"]; attr(up, telemetry.AttrServer) != "tools" || attr(up, telemetry.AttrTool) != "work" ||
 		attr(up, telemetry.AttrOutcome) != "answered" || attr(up, telemetry.AttrHTTPStatus) != "200" {
 		t.Errorf("upstream span attributes %v", up.Attributes())
@@ -170,7 +169,7 @@ func TestSpansForAllowedAndRefusedCalls(t *testing.T) {
 	if attr(by["POST /v1/invoke"], telemetry.AttrOutcome) != "allowed" || attr(by["POST /v1/invoke"], telemetry.AttrTenant) != "acme" {
 		t.Errorf("request span attributes %v", by["POST /v1/invoke"].Attributes())
 	}
-	by = check("refused", refused, corr2, []string{"POST /v1/invoke", "check.session", "check.ratelimit", "check.quota", "check.route"})
+	by = check("refused", refused, corr2, []string{"POST /v1/invoke", "check.session", "check.params", "check.ratelimit", "check.route"})
 	if r := by["check.route"]; attr(r, telemetry.AttrCode) != "-32601" || attr(r, telemetry.AttrWord) != "METHOD_NOT_FOUND" && attr(r, telemetry.AttrWord) == "" {
 		t.Errorf("route span attributes %v", r.Attributes())
 	}
@@ -201,7 +200,7 @@ func TestNoSecretInLogs(t *testing.T) {
 	gwLogs, adminLogs := &syncBuf{}, &syncBuf{}
 	e := newTelEnv(t, gwLogs, 3)
 	adminKey := admin.NewKey()
-	adm, err := admin.New(admin.Options{AdminKey: adminKey, Registry: e.store, Approvals: e.store, Stops: e.store,
+	adm, err := admin.New(e.store, &admin.Options{AdminKey: adminKey,
 		LocalMode: true, Logger: telemetry.NewLogger(adminLogs, slog.LevelDebug)})
 	must(t, err)
 	adminDo := func(method, path, key, body string) (int, string) {
@@ -229,12 +228,11 @@ func TestNoSecretInLogs(t *testing.T) {
 
 	var corrs []string
 	for _, c := range []struct{ key, tool, want string }{
-		{e.key, "work", `"result"`},           // allowed (sessionless: counts in the key's window); the result echoes the credential (scrubbed)
+		{e.key, "work", `"result"`},           // allowed (sessionless: counts in the key's window and the new session's); the result echoes the credential (scrubbed)
 		{e.key, "nope", "-32601"},             // refused at routing
 		{e.key, "other", "-32000"},            // upstream 500 quoting the credential
-		{e.key, "work", `"result"`},           //
+		{e.key, "work", `"result"`},           // second call of the tool in the session
 		{minted.Key, "work", `"result"`},      // the admin-minted key
-		{e.key, "work", `"result"`},           //
 		{e.key, "work", `"result"`},           // third call in the session
 		{e.key, "work", "-32004"},             // fourth call of the tool in the session: rate limited (RATE_LIMIT_PER_TOOL=3)
 		{e.key + "x", "work", "unauthorized"}, // wrong key

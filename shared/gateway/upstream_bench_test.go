@@ -47,11 +47,9 @@ func BenchmarkUpstreamCall(b *testing.B) {
 	s.LocalMode = true
 	s.RateLimitPerSession, s.RateLimitPerTool = 1e9, 1e9
 	s.BillingEnabled, s.BillingEnforce = true, true
-	gw, err := gateway.Build(gateway.Deps{
+	gw, err := gateway.New(st, &gateway.Options{
 		Settings: s,
-		Backend: gateway.Backend{Registry: st, Sessions: st, Audit: st, Counters: st, Stops: st,
-			Breaker: st, Idempotency: st},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -28,7 +28,7 @@ import (
 // This file is the harness of the upstream failure-contract tests
 // (upstream_*_test.go): a raw MCP upstream on a loopback port whose
 // tools/call behaviour each test chooses, and a gateway built with
-// gateway.Build over the embedded store with a capturing audit writer.
+// gateway.New over the embedded store with a capturing audit writer.
 
 // rawUpstream is a minimal MCP server: it answers server/discover as a
 // legacy server (JSON-RPC error), initialize, notifications and tools/list
@@ -239,12 +239,8 @@ func newUpEnv(t *testing.T, url string, o upOpts) *upEnv {
 	if o.env != nil {
 		creds = credentials.New(credentials.Options{Local: true, Getenv: func(k string) string { return o.env[k] }})
 	}
-	gw, err := gateway.Build(gateway.Deps{
-		Settings: s,
-		Backend: gateway.Backend{
-			Registry: e.Store, Sessions: e.Store, Audit: e.Audit,
-			Breaker: e.Store, Idempotency: e.Store,
-		},
+	gw, err := gateway.New(auditingStore{e.Store, e.Audit}, &gateway.Options{
+		Settings:    s,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now:         e.Clock.Now,
 		HTTP:        hc,
@@ -325,3 +321,11 @@ func (r *recorder) Write(b []byte) (int, error) {
 	}
 	return r.body.Write(b)
 }
+
+// auditingStore is the embedded store with its audit writes captured.
+type auditingStore struct {
+	*memstore.Store
+	audit *captureAudit
+}
+
+func (s auditingStore) Write(ctx context.Context, r audit.Record) error { return s.audit.Write(ctx, r) }

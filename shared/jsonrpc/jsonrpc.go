@@ -1,7 +1,9 @@
 // Package jsonrpc is aegis's thin JSON-RPC 2.0 layer. It never decodes a
 // message into structs and re-encodes it: ids, params, unknown members and
 // _meta stay as the exact bytes the client sent (json.RawMessage), so a large
-// integer id stays exact and a string id stays a string.
+// integer id stays exact and a string id stays a string. It depends on
+// nothing else of aegis: its errors are wire errors (WireError) with the
+// standard codes; shared/refusal gives them their aegis words.
 package jsonrpc
 
 import (
@@ -9,8 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-
-	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects a request may have.
@@ -40,24 +40,53 @@ func (r *Request) ReplyID() json.RawMessage {
 	return r.ID
 }
 
-// DecodeError is a request that cannot be served. ID is what the answer
-// echoes (null when no usable id was found).
-type DecodeError struct {
-	ID      json.RawMessage
-	Refusal *refusal.Refusal
+// The standard JSON-RPC 2.0 error codes this layer produces or names.
+const (
+	CodeParseError     int64 = -32700 // not JSON
+	CodeInvalidRequest int64 = -32600 // JSON, but not a request object
+	CodeMethodNotFound int64 = -32601
+	CodeInvalidParams  int64 = -32602
+	CodeInternalError  int64 = -32603
+)
+
+// WireError is a JSON-RPC error object: code, message and data as they
+// travel. Errors compare by code (errors.Is).
+type WireError struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
 }
 
-func (e *DecodeError) Error() string { return e.Refusal.Error() }
+func (e *WireError) Error() string { return fmt.Sprintf("jsonrpc %d: %s", e.Code, e.Message) }
+
+// Is reports whether target is a *WireError with the same code.
+func (e *WireError) Is(target error) bool {
+	t, ok := target.(*WireError)
+	return ok && t.Code == e.Code
+}
+
+// DecodeError is a request that cannot be served. ID is what the answer
+// echoes (null when no usable id was found); Err is CodeParseError or
+// CodeInvalidRequest with a message for the client.
+type DecodeError struct {
+	ID  json.RawMessage
+	Err *WireError
+}
+
+func (e *DecodeError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wire error.
+func (e *DecodeError) Unwrap() error { return e.Err }
 
 func parseErr(detail string) *DecodeError {
-	return &DecodeError{ID: Null, Refusal: refusal.New(refusal.ParseError, "Parse error: "+detail)}
+	return &DecodeError{ID: Null, Err: &WireError{Code: CodeParseError, Message: "Parse error: " + detail}}
 }
 
 func invalid(id json.RawMessage, detail string) *DecodeError {
 	if id == nil {
 		id = Null
 	}
-	return &DecodeError{ID: id, Refusal: refusal.New(refusal.InvalidRequest, "Invalid request: "+detail)}
+	return &DecodeError{ID: id, Err: &WireError{Code: CodeInvalidRequest, Message: "Invalid request: " + detail}}
 }
 
 // Decode reads one JSON-RPC 2.0 request from body. A body that is not JSON,
@@ -350,17 +379,12 @@ func Result(id, result json.RawMessage) []byte { return frame(id, "result", resu
 func RawError(id, errObj json.RawMessage) []byte { return frame(id, "error", errObj) }
 
 // Error encodes an error response.
-func Error(id json.RawMessage, e refusal.ErrorObject) []byte {
+func Error(id json.RawMessage, e *WireError) []byte {
 	eb, err := json.Marshal(e)
 	if err != nil {
 		panic("jsonrpc: unencodable error object: " + err.Error())
 	}
 	return frame(id, "error", eb)
-}
-
-// Refusal encodes refusal r, authored by layer, as an error response.
-func Refusal(id json.RawMessage, r *refusal.Refusal, layer refusal.Layer) []byte {
-	return Error(id, r.Object(layer))
 }
 
 // Response is a decoded JSON-RPC response (from an upstream), members kept raw.

@@ -3,11 +3,10 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
 func TestDecodeKeepsExactBytes(t *testing.T) {
@@ -45,24 +44,14 @@ func TestEdit(t *testing.T) {
 	}
 }
 
-func TestErrorFrames(t *testing.T) {
-	f := Refusal(json.RawMessage(`"x"`), refusal.Quota("free", 1000, 1000, "202611"), refusal.LayerGateway)
-	var m struct {
-		ID    string `json:"id"`
-		Error struct {
-			Code int            `json:"code"`
-			Data map[string]any `json:"data"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(f, &m); err != nil {
-		t.Fatal(err)
-	}
-	d := m.Error.Data
-	if m.ID != "x" || m.Error.Code != -32060 || d["tier"] != "free" || d["period"] != "202611" || d["used"] != 1000.0 || d["limit"] != 1000.0 {
+func TestErrorFrame(t *testing.T) {
+	f := Error(json.RawMessage(`"x"`), &WireError{Code: CodeInvalidParams, Message: "bad", Data: json.RawMessage(`{"k":1}`)})
+	if string(f) != `{"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"bad","data":{"k":1}}}` {
 		t.Fatalf("frame %s", f)
 	}
-	if len(d) != 5 { // tier, limit, used, period + aegis
-		t.Fatalf("quota data has extra members: %s", f)
+	if !errors.Is(&WireError{Code: CodeParseError, Message: "a"}, &WireError{Code: CodeParseError}) ||
+		errors.Is(&WireError{Code: CodeParseError}, &WireError{Code: CodeInvalidRequest}) {
+		t.Fatal("wire errors do not compare by code")
 	}
 }
 
@@ -97,7 +86,10 @@ func FuzzDecode(f *testing.F) {
 			if !json.Valid(derr.ID) {
 				t.Fatalf("error id not JSON: %q", derr.ID)
 			}
-			if frame := Refusal(derr.ID, derr.Refusal, refusal.LayerGateway); !json.Valid(frame) {
+			if c := derr.Err.Code; c != CodeParseError && c != CodeInvalidRequest {
+				t.Fatalf("decode error with code %d", c)
+			}
+			if frame := Error(derr.ID, derr.Err); !json.Valid(frame) {
 				t.Fatalf("invalid error frame %q", frame)
 			}
 			return

@@ -78,13 +78,10 @@ func New(st Reader, refresh time.Duration, now func() time.Time, log *slog.Logge
 	return &Check{store: st, refresh: refresh, now: now, log: log, tenants: map[string]*entry{}}
 }
 
-// Slot implements pipeline.Check.
-func (*Check) Slot() string { return "killswitch" }
-
 // Check implements pipeline.Check: tools/call to a stopped tool or server is
 // refused with -32062.
 func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
-	if c.Method != "tools/call" || c.Server == nil {
+	if c.Server == nil {
 		return nil
 	}
 	tool := c.UpstreamTool
@@ -93,9 +90,7 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	}
 	stopped, err := k.Stopped(ctx, c.Tenant.ID, c.Server.Name, tool)
 	if err != nil {
-		k.log.ErrorContext(ctx, "kill switches never loaded and store unavailable; call refused",
-			"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", err)
-		return refusal.Internal(c.CorrelationID)
+		return err // never loaded and unreadable now: the stage fails closed
 	}
 	if stopped {
 		return refusal.Stopped(c.Tool, c.Server.Name)

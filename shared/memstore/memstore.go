@@ -5,6 +5,7 @@
 package memstore
 
 import (
+	"github.com/aegis-gw/aegis/shared/backend"
 	"sync"
 
 	"github.com/aegis-gw/aegis/shared/killswitch"
@@ -34,3 +35,8 @@ func New() *Store {
 		sessions: map[string]sessionRec{},
 	}
 }
+
+// InProcess implements backend.Backend: every store is in this process.
+func (*Store) InProcess() bool { return true }
+
+var _ backend.Backend = (*Store)(nil)

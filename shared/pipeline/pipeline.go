@@ -1,34 +1,25 @@
-// Package pipeline is the gateway's order of checks as data: a one-method
-// Check interface and one ordered list (Order). A call passes every check in
-// order or is refused by the first that objects. Adding a check means adding
-// a type in its own package and naming its slot here.
+// Package pipeline is the gateway's order of checks as data: slots of their
+// own type (slot.go), one Stage per slot with its check and its declared
+// failure mode, and a runner that asks each stage in order, applies the
+// failure mode in one place, and takes back what checks counted for a call
+// that is refused. The gateway's stage table (shared/gateway/stages.go)
+// builds the stages; adding a check is a package and one row there.
 package pipeline
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/session"
 )
-
-// Order is the fixed order of checks of seed 004 and design §2.2, by slot
-// name. Authentication and body reading happen before the pipeline (HTTP
-// layer); the upstream call, result scanning and the audit record after it.
-// docs/pipeline.md describes each slot; a test pins this list.
-var Order = []string{
-	"session",    // -32603 session error; mint a session when none was sent
-	"ratelimit",  // -32004 per session and per tool; store unreachable → allow
-	"quota",      // -32060 monthly tier quota; meter unreachable → under quota
-	"route",      // -32601 a tool this tenant does not have
-	"killswitch", // -32062 whatever the policy says
-	"policy",     // -32003 RBAC/policy, -32005 session grant and budgets
-	"content",    // -32602 input validation, -32050/-32051 threats, -32053 egress
-	"approval",   // -32061 held for a human
-	"breaker",    // -32063 circuit open or too many in flight
-}
 
 // Call is one request moving through the pipeline. Checks read it and fill
 // in what later checks and the forwarder need.
@@ -64,19 +55,16 @@ type Call struct {
 	// Async).
 	Inline bool
 
-	done []func(Outcome)
+	// MCP: the request came over MCP Streamable HTTP (/mcp, /mcp/{server}),
+	// where a session must have been opened by initialize.
+	MCP bool
+
+	// Degraded lists the fail-open stages that could not decide and let
+	// the call through (audit: degraded).
+	Degraded []Slot
+
+	done []func(audit.Outcome)
 }
-
-// Outcome is how a call ended, as the audit trail names it.
-type Outcome string
-
-// The four audit outcomes.
-const (
-	Allowed       Outcome = "allowed"
-	Refused       Outcome = "refused"
-	Failed        Outcome = "error"
-	Indeterminate Outcome = "indeterminate"
-)
 
 // Async runs fn, a check's store work: on its own goroutine, so that the
 // store round trips of several checks overlap, or at once when c.Inline
@@ -98,193 +86,52 @@ func (c *Call) Async(fn func()) (wait func()) {
 // OnDone registers fn to run once the call has ended (after the upstream
 // answer or a later refusal), e.g. to release a lease or record a breaker
 // result. Functions run in reverse order of registration.
-func (c *Call) OnDone(fn func(Outcome)) { c.done = append(c.done, fn) }
+func (c *Call) OnDone(fn func(audit.Outcome)) { c.done = append(c.done, fn) }
 
 // Finish runs the OnDone functions with the call's outcome. It is called
 // exactly once by the gateway.
-func (c *Call) Finish(o Outcome) {
+func (c *Call) Finish(o audit.Outcome) {
 	for i := len(c.done) - 1; i >= 0; i-- {
 		c.done[i](o)
 	}
 	c.done = nil
 }
 
-// Check is one step of the pipeline. Check returns nil to let the call on,
-// a *refusal.Refusal to refuse it, or another error for an internal failure
-// (the client then gets -32603 with the correlation id only).
+// Check is one stage's check. Check returns nil to let the call on, a
+// *refusal.Refusal to refuse it, or another error when it could not decide
+// (its store unreachable, say): the runner then applies the stage's Mode.
+// A check is scoped by its stage; it need not test the method itself.
 type Check interface {
-	Slot() string
 	Check(ctx context.Context, c *Call) error
-}
-
-// Pipeline is an ordered list of checks.
-type Pipeline struct {
-	checks []Check
-	hook   Hook
-}
-
-// Hook observes the checks as they run (shared/telemetry traces them with
-// it). Before is called before each check and returns the context the check
-// runs with; After is called with that context and the check's result. A
-// hook changes nothing about the order or the result of a run; a pipeline
-// without one pays a nil test per check.
-type Hook interface {
-	Before(ctx context.Context, slot string, c *Call) context.Context
-	After(ctx context.Context, slot string, c *Call, err error)
-}
-
-// SetHook installs h (nil removes it). Call it before the pipeline serves
-// its first call: it is not safe to call concurrently with Run.
-func (p *Pipeline) SetHook(h Hook) { p.hook = h }
-
-// hooked runs one check through the hook: its Check, or decide when the
-// check was prefetched (the hook then sees the wait for its result).
-func (p *Pipeline) hooked(ctx context.Context, ch Check, c *Call, decide func() error) error {
-	slot := ch.Slot()
-	cctx := p.hook.Before(ctx, slot, c)
-	var err error
-	if decide != nil {
-		err = decide()
-	} else {
-		err = ch.Check(cctx, c)
-	}
-	p.hook.After(cctx, slot, c, err)
-	return err
-}
-
-// New builds a pipeline. Checks must come in the order of Order, each slot
-// at most once; a slot may be empty until its check exists.
-func New(checks ...Check) (*Pipeline, error) {
-	next := 0
-	for _, c := range checks {
-		i := indexOf(c.Slot())
-		if i < 0 {
-			return nil, fmt.Errorf("pipeline: unknown slot %q", c.Slot())
-		}
-		if i < next {
-			return nil, fmt.Errorf("pipeline: check %q is out of order (order is %v)", c.Slot(), Order)
-		}
-		next = i + 1
-	}
-	return &Pipeline{checks: checks}, nil
-}
-
-func indexOf(slot string) int {
-	for i, s := range Order {
-		if s == slot {
-			return i
-		}
-	}
-	return -1
-}
-
-// Slots lists the slots of p's checks, in order.
-func (p *Pipeline) Slots() []string {
-	out := make([]string, len(p.checks))
-	for i, c := range p.checks {
-		out[i] = c.Slot()
-	}
-	return out
-}
-
-// Resolver is a Prefetcher whose Prefetch decides at once, without store
-// I/O in steady state, and fills in fields the other checks' store work is
-// keyed by: routing, whose resolved server and tool key the per-tool rate
-// window, so that one tool cannot be counted under several names. Run starts
-// resolvers before the other prefetchers; verdicts still come in Order.
-type Resolver interface {
-	Prefetcher
-	Resolves()
 }
 
 // Prefetcher is a check whose store work can start before the checks ahead
 // of it have decided, so that independent store round trips overlap
-// (session touch, rate windows, quota meter: one wave instead of three).
-// The decision order is unchanged: Run still asks each check in Order and
-// reports the first refusal. Check must behave as Prefetch followed by
-// decide.
+// (session touch, rate windows, quota meter, circuit read: one wave). The
+// decision order is unchanged: the runner still takes each verdict in
+// Order and reports the first refusal. Check must behave as Prefetch
+// followed by decide. A check that takes something scarce for the call (a
+// concurrency lease) must take it in decide, not in Prefetch: a call that
+// an earlier check refuses would hold it meanwhile.
 type Prefetcher interface {
 	Check
 	// Prefetch starts the check's work for c. decide waits for it and
-	// returns what Check would. undo takes back its effects (a counted
-	// unit); Run calls it when decide allowed the call but an earlier
-	// check refused it. Prefetch may set fields of c that later
-	// Prefetches read (the session id); decide may set any field.
+	// returns what Check would. undo takes back every effect of the work
+	// (a counted unit, a lease): the runner calls it, whether or not decide
+	// ran, when the call is refused by any stage, this one included, before
+	// the refusal is answered. undo may be nil; it must be safe to call
+	// once after decide or instead of it. Prefetch may set fields of c that
+	// later Prefetches read (the session id); decide may set any field.
 	Prefetch(ctx context.Context, c *Call) (decide func() error, undo func())
 }
 
-// Run passes c through every check until one refuses or fails. For
-// tools/call, the Prefetchers start together first.
-func (p *Pipeline) Run(ctx context.Context, c *Call) error {
-	type started struct {
-		decide func() error
-		undo   func()
-	}
-	var pre []started
-	if c.Method == "tools/call" {
-		// Resolvers first: what they fill in (the routed server and tool)
-		// keys the others' store work.
-		for _, first := range []bool{true, false} {
-			for i, ch := range p.checks {
-				pf, ok := ch.(Prefetcher)
-				if !ok {
-					continue
-				}
-				if _, r := ch.(Resolver); r != first {
-					continue
-				}
-				if pre == nil {
-					pre = make([]started, len(p.checks))
-				}
-				pre[i].decide, pre[i].undo = pf.Prefetch(ctx, c)
-			}
-		}
-	}
-	for i, ch := range p.checks {
-		var err error
-		switch {
-		case p.hook != nil:
-			var decide func() error
-			if pre != nil {
-				decide = pre[i].decide
-			}
-			err = p.hooked(ctx, ch, c, decide)
-		case pre != nil && pre[i].decide != nil:
-			err = pre[i].decide()
-		default:
-			err = ch.Check(ctx, c)
-		}
-		if err != nil {
-			for j := i + 1; pre != nil && j < len(pre); j++ {
-				if pre[j].decide != nil && pre[j].decide() == nil && pre[j].undo != nil {
-					pre[j].undo()
-				}
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// RunUntil runs the checks that come before slot (exclusive). tools/list
-// runs the checks up to routing, then filters its answer with Visible.
-func (p *Pipeline) RunUntil(ctx context.Context, c *Call, slot string) error {
-	stop := indexOf(slot)
-	for _, ch := range p.checks {
-		if indexOf(ch.Slot()) >= stop {
-			return nil
-		}
-		var err error
-		if p.hook == nil {
-			err = ch.Check(ctx, c)
-		} else {
-			err = p.hooked(ctx, ch, c, nil)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+// Resolver is a Prefetcher whose Prefetch decides at once, without store
+// I/O in steady state, and fills in fields the other checks' store work is
+// keyed by (the params' tool name; the routed server and tool). The runner
+// starts resolvers, in order, before the other prefetchers.
+type Resolver interface {
+	Prefetcher
+	Resolves()
 }
 
 // Filter is implemented by checks whose decision also hides tools from
@@ -294,12 +141,277 @@ type Filter interface {
 	Visible(ctx context.Context, c *Call, server *registry.Server, tool string) bool
 }
 
+// ResultCheck is a response-side check: it reads (and may rewrite) the
+// upstream's answer to c. It returns nil, a *refusal.Refusal, or another
+// error when it could not decide (the stage's Mode applies).
+type ResultCheck interface {
+	CheckResult(ctx context.Context, c *Call, resp *jsonrpc.Response) error
+}
+
+// Stage is one row of the order: its slot, its check (nil: the stage is
+// off in this deployment), which requests it applies to, and what happens
+// when the check cannot decide.
+type Stage struct {
+	Slot  Slot
+	Scope Scope
+	Mode  Mode
+	// Check is set for request-side slots, Result for response-side ones.
+	Check  Check
+	Result ResultCheck
+	// Unavailable is the answer of a FailClosed stage that could not
+	// decide; nil: -32603 with the correlation id.
+	Unavailable func(c *Call) error
+}
+
+// Pipeline is the ordered stages that are on. It is safe for concurrent
+// use once built.
+type Pipeline struct {
+	stages  []Stage // request side, in Order
+	results []Stage // response side, in ResultOrder
+	log     *slog.Logger
+	hook    Hook
+}
+
+// Hook observes the checks as they run (shared/telemetry traces them with
+// it). Before is called before each check and returns the context the check
+// runs with; After is called with that context and the check's result. A
+// hook changes nothing about the order or the result of a run; a pipeline
+// without one pays a nil test per check.
+type Hook interface {
+	Before(ctx context.Context, slot Slot, c *Call) context.Context
+	After(ctx context.Context, slot Slot, c *Call, err error)
+}
+
+// Options configure New.
+type Options struct {
+	Logger *slog.Logger // nil: slog.Default()
+	Hook   Hook         // nil: none
+}
+
+// New builds a pipeline from stages, which must name every slot of Order
+// and ResultOrder exactly once, in that order; a stage whose check is nil
+// is off. A slot that is not a constant, a missing, repeated or misplaced
+// slot, or a check on the wrong side is an error: nothing is left to run
+// silently.
+func New(stages []Stage, o *Options) (*Pipeline, error) {
+	p := &Pipeline{log: slog.Default()}
+	if o != nil {
+		if o.Logger != nil {
+			p.log = o.Logger
+		}
+		p.hook = o.Hook
+	}
+	want := append(append([]Slot{}, Order[:]...), ResultOrder[:]...)
+	if len(stages) != len(want) {
+		return nil, fmt.Errorf("pipeline: %d stages, want one per slot (%v)", len(stages), want)
+	}
+	for i, st := range stages {
+		if !st.Slot.Valid() {
+			return nil, fmt.Errorf("pipeline: stage %d: unknown slot %v", i, st.Slot)
+		}
+		if st.Slot != want[i] {
+			return nil, fmt.Errorf("pipeline: stage %d is %v, want %v (order is %v)", i, st.Slot, want[i], want)
+		}
+		if st.Scope == 0 {
+			return nil, fmt.Errorf("pipeline: stage %v applies to no request (Scope 0)", st.Slot)
+		}
+		if st.Slot.Response() {
+			if st.Check != nil {
+				return nil, fmt.Errorf("pipeline: response stage %v has a request check", st.Slot)
+			}
+			if st.Result != nil {
+				p.results = append(p.results, st)
+			}
+			continue
+		}
+		if st.Result != nil {
+			return nil, fmt.Errorf("pipeline: request stage %v has a result check", st.Slot)
+		}
+		if st.Check != nil {
+			p.stages = append(p.stages, st)
+		}
+	}
+	return p, nil
+}
+
+// Slots lists the slots that are on, request side then response side.
+func (p *Pipeline) Slots() []Slot {
+	out := make([]Slot, 0, len(p.stages)+len(p.results))
+	for _, st := range p.stages {
+		out = append(out, st.Slot)
+	}
+	for _, st := range p.results {
+		out = append(out, st.Slot)
+	}
+	return out
+}
+
+// Run passes c through every request-side stage of its scope, in order,
+// until one refuses. For a decided request (tools/call) the prefetchers
+// start together first, resolvers ahead of the others; verdicts are still
+// taken in order. When a stage refuses, what every prefetcher took for the
+// call is given back before Run returns.
+func (p *Pipeline) Run(ctx context.Context, c *Call) error {
+	return p.run(ctx, c, numSlots)
+}
+
+// RunUntil runs the stages of c's scope that come before slot. It is for
+// the checks of a list (tools/list is filtered by Visible after the stages
+// ahead of routing). An invalid or response-side slot is an error, never
+// an empty run.
+func (p *Pipeline) RunUntil(ctx context.Context, c *Call, slot Slot) error {
+	if !slot.Valid() || slot.Response() {
+		return fmt.Errorf("pipeline: RunUntil(%v): not a request-side slot", slot)
+	}
+	return p.run(ctx, c, slot)
+}
+
+type started struct {
+	decide func() error
+	undo   func()
+}
+
+func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
+	scope := ScopeOf(c.Method)
+	var pre []started
+	if scope == Decided && stop == numSlots {
+		pre = p.prefetch(ctx, c, scope)
+	}
+	for i := range p.stages {
+		st := &p.stages[i]
+		if st.Slot >= stop {
+			break
+		}
+		if st.Scope&scope == 0 {
+			continue
+		}
+		var decide func() error
+		if pre != nil {
+			decide = pre[i].decide
+		}
+		err := p.decide(ctx, st, c, decide)
+		if err != nil {
+			for j := range pre {
+				if pre[j].undo != nil {
+					pre[j].undo()
+				}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// prefetch starts every prefetcher of scope: resolvers first, in order,
+// since what they fill in keys the others' store work.
+func (p *Pipeline) prefetch(ctx context.Context, c *Call, scope Scope) []started {
+	pre := make([]started, len(p.stages))
+	for _, resolvers := range []bool{true, false} {
+		for i, st := range p.stages {
+			if st.Scope&scope == 0 {
+				continue
+			}
+			pf, ok := st.Check.(Prefetcher)
+			if !ok {
+				continue
+			}
+			if _, r := st.Check.(Resolver); r != resolvers {
+				continue
+			}
+			pre[i].decide, pre[i].undo = pf.Prefetch(ctx, c)
+		}
+	}
+	return pre
+}
+
+// decide takes one stage's verdict (its prefetched decide, or its Check)
+// through the hook, and applies the stage's Mode to a check that could not
+// decide.
+func (p *Pipeline) decide(ctx context.Context, st *Stage, c *Call, decide func() error) error {
+	cctx := ctx
+	if p.hook != nil {
+		cctx = p.hook.Before(ctx, st.Slot, c)
+	}
+	var err error
+	if decide != nil {
+		err = decide()
+	} else {
+		err = st.Check.Check(cctx, c)
+	}
+	err = p.apply(ctx, st, c, err)
+	if p.hook != nil {
+		p.hook.After(cctx, st.Slot, c, err)
+	}
+	return err
+}
+
+// apply is the one place a failure mode is applied: a refusal stands; any
+// other error means the check could not decide, and the stage's Mode says
+// whether the call goes on (recorded as degraded) or is refused.
+func (p *Pipeline) apply(ctx context.Context, st *Stage, c *Call, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ref *refusal.Refusal
+	if errors.As(err, &ref) {
+		return ref
+	}
+	if st.Mode == FailOpen {
+		c.Degraded = append(c.Degraded, st.Slot)
+		p.log.WarnContext(ctx, "check could not decide; call let through (fails open)",
+			"slot", st.Slot.String(), "tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", err)
+		return nil
+	}
+	p.log.ErrorContext(ctx, "check could not decide; call refused (fails closed)",
+		"slot", st.Slot.String(), "tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", err)
+	if st.Unavailable != nil {
+		return st.Unavailable(c)
+	}
+	return refusal.Internal(c.CorrelationID)
+}
+
+// RunResults passes the upstream's answer to c through the response-side
+// stages, in order, until one refuses. A stage may rewrite resp.
+func (p *Pipeline) RunResults(ctx context.Context, c *Call, resp *jsonrpc.Response) error {
+	scope := ScopeOf(c.Method)
+	for i := range p.results {
+		st := &p.results[i]
+		if st.Scope&scope == 0 {
+			continue
+		}
+		cctx := ctx
+		if p.hook != nil {
+			cctx = p.hook.Before(ctx, st.Slot, c)
+		}
+		err := p.apply(ctx, st, c, st.Result.CheckResult(cctx, c, resp))
+		if p.hook != nil {
+			p.hook.After(cctx, st.Slot, c, err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Visible reports whether every filtering check lets tool on server show.
 func (p *Pipeline) Visible(ctx context.Context, c *Call, server *registry.Server, tool string) bool {
-	for _, ch := range p.checks {
-		if f, ok := ch.(Filter); ok && !f.Visible(ctx, c, server, tool) {
+	for _, st := range p.stages {
+		if f, ok := st.Check.(Filter); ok && !f.Visible(ctx, c, server, tool) {
 			return false
 		}
 	}
 	return true
+}
+
+// DegradedNames are c's degraded slots by name, for the audit record.
+func (c *Call) DegradedNames() []string {
+	if len(c.Degraded) == 0 {
+		return nil
+	}
+	out := make([]string, len(c.Degraded))
+	for i, s := range c.Degraded {
+		out[i] = s.String()
+	}
+	return out
 }

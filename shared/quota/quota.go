@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/pipeline"
@@ -96,9 +97,6 @@ func New(m Meter, opt Options, now func() time.Time, log *slog.Logger) *Check {
 	return &Check{meter: m, opt: opt, now: now, log: log}
 }
 
-// Slot implements pipeline.Check.
-func (*Check) Slot() string { return "quota" }
-
 // Period is the UTC month of t as YYYYMM, and the instant the month ends.
 func Period(t time.Time) (string, time.Time) {
 	u := t.UTC()
@@ -116,11 +114,11 @@ func (q *Check) Check(ctx context.Context, c *pipeline.Call) error {
 }
 
 // Prefetch implements pipeline.Prefetcher: the meter is counted while the
-// checks ahead of it decide; undo gives the unit back when one of them
-// refuses the call. At the limit's edge a call that is then refused by an
-// earlier check may hold the last unit for one round trip.
+// checks ahead of it decide; undo gives the unit back when any stage
+// refuses the call. At the limit's edge a call that is then refused may
+// hold the last unit for one round trip.
 func (q *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
-	if c.Method != "tools/call" || !q.opt.Enabled {
+	if !q.opt.Enabled {
 		return func() error { return nil }, nil
 	}
 	period, end := Period(q.now())
@@ -141,9 +139,7 @@ func (q *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	decide := func() error {
 		wait()
 		if err != nil {
-			q.log.WarnContext(ctx, "usage meter unavailable; call counted as under quota",
-				"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", err)
-			return nil
+			return err // the stage fails open: counted as under quota (seed 004)
 		}
 		if !ok {
 			return refusal.Quota(tier, limit, n, period)
@@ -154,12 +150,16 @@ func (q *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		}
 		return nil
 	}
+	var undone sync.Once
 	undo := func() {
-		if err == nil && ok {
-			if derr := q.meter.Decr(context.WithoutCancel(ctx), key); derr != nil {
-				q.log.WarnContext(ctx, "quota unit not given back", "tenant", c.Tenant.ID, "err", derr)
+		undone.Do(func() {
+			wait()
+			if err == nil && ok {
+				if derr := q.meter.Decr(context.WithoutCancel(ctx), key); derr != nil {
+					q.log.WarnContext(ctx, "quota unit not given back", "tenant", c.Tenant.ID, "err", derr)
+				}
 			}
-		}
+		})
 	}
 	return decide, undo
 }

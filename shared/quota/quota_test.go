@@ -70,8 +70,11 @@ func TestQuota(t *testing.T) {
 	})
 	t.Run("meter unreachable", func(t *testing.T) {
 		q := quota.New(failing{}, quota.Options{Enabled: true, Enforce: true, Tiers: tiers}, clock, quiet)
-		if err := q.Check(ctx, call("free")); err != nil {
-			t.Fatalf("fail open: %v", err)
+		// Not a refusal: the check could not decide, and its stage fails
+		// open (counted as under quota).
+		var r *refusal.Refusal
+		if err := q.Check(ctx, call("free")); err == nil || errors.As(err, &r) {
+			t.Fatalf("meter unreachable: %v, want an error that is not a refusal", err)
 		}
 	})
 	t.Run("tiers never loaded or unknown tier", func(t *testing.T) {

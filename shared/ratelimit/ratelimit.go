@@ -4,17 +4,20 @@
 // Counter so that every gateway instance sees the same count. The tool
 // window is keyed by the routed server and tool, so the names a tool
 // answers to (its exposed name, server.tool, params.server) share one
-// window; calls sent without a session share their API key's windows.
+// window; a call sent without a session counts in its API key's windows
+// and in the new session's.
 //
-// It applies to tools/call only. A limit of 0 turns that limit off. When the
-// counter store cannot be reached the call goes through and the failure is
-// logged (seed 004: the limiter fails open).
+// It applies to tools/call only (its stage's scope). A limit of 0 turns
+// that limit off. When the counter store cannot be reached the check
+// returns the error and its stage fails open (seed 004: the limiter lets
+// the call through); the pipeline applies that in one place.
 package ratelimit
 
 import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/pipeline"
@@ -67,9 +70,6 @@ func New(c Counter, perSession, perTool int, now func() time.Time, log *slog.Log
 	return &Check{counter: c, perSession: int64(perSession), perTool: int64(perTool), now: now, log: log}
 }
 
-// Slot implements pipeline.Check.
-func (*Check) Slot() string { return "ratelimit" }
-
 // Keys returns the counter keys of the session window and the tool window
 // that contain now. Exported for docs and tests; the layout is described in
 // docs/design/dynamodb.md. session is the window's owner (see owner).
@@ -87,13 +87,12 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	return decide()
 }
 
-// Prefetch implements pipeline.Prefetcher. Both windows are counted with
+// Prefetch implements pipeline.Prefetcher. The windows are counted with
 // concurrent requests (one round trip), started before earlier checks have
-// decided. A call refused by one window may still have been counted in the
-// other: every attempt counts at most once per window, never more. When an
-// earlier check refuses the call, undo gives back what was counted.
+// decided. When any stage refuses the call (this one included), undo gives
+// back every unit it counted: a refused call holds nothing.
 func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
-	if c.Method != "tools/call" || (k.perSession <= 0 && k.perTool <= 0) {
+	if k.perSession <= 0 && k.perTool <= 0 {
 		return func() error { return nil }, nil
 	}
 	now := k.now()
@@ -103,20 +102,15 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	if c.Server != nil { // routed (route resolves first): one key per tool, whatever name it was called by
 		server, tool = c.Server.Name, c.UpstreamTool
 	}
-	sKey, tKey := Keys(c.Tenant.ID, owner(c), server, tool, now)
-	type result struct {
-		scope string
-		key   string
-		limit int64
-		ok    bool
-		err   error
-	}
-	windows := make([]result, 0, 2)
-	if k.perSession > 0 {
-		windows = append(windows, result{scope: ScopeSession, key: sKey, limit: k.perSession})
-	}
-	if k.perTool > 0 {
-		windows = append(windows, result{scope: ScopeTool, key: tKey, limit: k.perTool})
+	windows := make([]result, 0, 4)
+	for _, who := range owners(c) {
+		sKey, tKey := Keys(c.Tenant.ID, who, server, tool, now)
+		if k.perSession > 0 {
+			windows = append(windows, result{scope: ScopeSession, key: sKey, limit: k.perSession})
+		}
+		if k.perTool > 0 {
+			windows = append(windows, result{scope: ScopeTool, key: tKey, limit: k.perTool})
+		}
 	}
 	waits := make([]func(), len(windows))
 	for i := range windows {
@@ -131,39 +125,59 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		if retry < 1 {
 			retry = 1
 		}
+		var unreachable error
 		for _, w := range windows {
 			if w.err != nil {
-				// Fail open (seed 004): the limiter's store is unreachable.
-				k.log.WarnContext(ctx, "rate limiter unavailable; call let through",
-					"scope", w.scope, "tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", w.err)
+				unreachable = w.err // the stage's mode applies, unless a window refused
 				continue
 			}
 			if !w.ok {
 				return refusal.RateLimit(w.scope, int(w.limit), retry)
 			}
 		}
-		return nil
+		return unreachable
 	}
+	var undone sync.Once
 	undo := func() {
-		for _, w := range windows {
-			if w.ok && w.err == nil {
-				if err := k.counter.Decr(context.WithoutCancel(ctx), w.key); err != nil {
-					k.log.WarnContext(ctx, "rate window not given back", "scope", w.scope, "err", err)
-				}
+		undone.Do(func() {
+			for _, wait := range waits {
+				wait()
 			}
-		}
+			k.giveBack(ctx, windows)
+		})
 	}
 	return decide, undo
 }
 
-// owner names whose windows a call counts in: its session's, or, for a
-// call that came without a session (one was minted for it), its API key's.
-// Leaving the session header out must not buy a fresh window per call.
-func owner(c *pipeline.Call) string {
-	if c.NewSession && c.KeyID != "" {
-		return "key:" + c.KeyID
+// giveBack returns the units windows counted.
+func (k *Check) giveBack(ctx context.Context, windows []result) {
+	for _, w := range windows {
+		if w.ok && w.err == nil {
+			if err := k.counter.Decr(context.WithoutCancel(ctx), w.key); err != nil {
+				k.log.WarnContext(ctx, "rate window not given back", "scope", w.scope, "err", err)
+			}
+		}
 	}
-	return c.SessionID
+}
+
+// result is one window's count for a call.
+type result struct {
+	scope string
+	key   string
+	limit int64
+	ok    bool
+	err   error
+}
+
+// owners names whose windows a call counts in: its session's; and for a
+// call that came without a session (one was minted for it) its API key's
+// as well, so that leaving the session header out does not buy a fresh
+// window per call, and the session it mints starts with this call counted.
+func owners(c *pipeline.Call) []string {
+	if c.NewSession && c.KeyID != "" {
+		return []string{"key:" + c.KeyID, c.SessionID}
+	}
+	return []string{c.SessionID}
 }
 
 var _ pipeline.Prefetcher = (*Check)(nil)

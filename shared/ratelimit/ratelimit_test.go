@@ -47,12 +47,6 @@ func TestLimits(t *testing.T) {
 		if err := k.Check(ctx, call("s2", "tool")); err != nil {
 			t.Fatalf("another session: %v", err)
 		}
-		// Not tools/call: never counted.
-		c := call("s1", "")
-		c.Method = "tools/list"
-		if err := k.Check(ctx, c); err != nil {
-			t.Fatalf("tools/list: %v", err)
-		}
 	})
 	t.Run("per tool", func(t *testing.T) {
 		k := ratelimit.New(memstore.New(), 0, 2, clock, quiet)
@@ -89,11 +83,14 @@ func TestLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("store unreachable lets calls through", func(t *testing.T) {
+	t.Run("store unreachable is not a refusal", func(t *testing.T) {
+		// The check could not decide; its stage fails open (the pipeline
+		// lets the call through, shared/pipeline's TestFailureModes).
 		k := ratelimit.New(failing{}, 1, 1, clock, quiet)
+		var r *refusal.Refusal
 		for range 3 {
-			if err := k.Check(ctx, call("s1", "echo")); err != nil {
-				t.Fatalf("fail open: %v", err)
+			if err := k.Check(ctx, call("s1", "echo")); err == nil || errors.As(err, &r) {
+				t.Fatalf("store unreachable: %v, want an error that is not a refusal", err)
 			}
 		}
 	})

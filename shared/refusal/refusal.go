@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
 )
 
 // Code is a JSON-RPC error code.
@@ -171,17 +173,10 @@ type Marker struct {
 	Code  Word  `json:"code"`
 }
 
-// ErrorObject is a JSON-RPC error object as aegis writes it.
-type ErrorObject struct {
-	Code    Code            `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
 // Object renders r as a JSON-RPC error object authored by layer.
 // Standard JSON-RPC codes without aegis meaning (parse, invalid request) carry
 // the marker too, so a client can always tell an aegis answer from an upstream one.
-func (r *Refusal) Object(layer Layer) ErrorObject {
+func (r *Refusal) Object(layer Layer) *jsonrpc.WireError {
 	data := make(map[string]any, len(r.Fields)+1)
 	for k, v := range r.Fields {
 		data[k] = v
@@ -192,7 +187,22 @@ func (r *Refusal) Object(layer Layer) ErrorObject {
 		// Fields are built by this package's callers from plain values.
 		panic("refusal: unencodable data: " + err.Error())
 	}
-	return ErrorObject{Code: r.Code, Message: r.Message, Data: b}
+	return &jsonrpc.WireError{Code: int64(r.Code), Message: r.Message, Data: b}
+}
+
+// Frame encodes r, authored by layer, as the error response to id.
+func Frame(id json.RawMessage, r *Refusal, layer Layer) []byte {
+	return jsonrpc.Error(id, r.Object(layer))
+}
+
+// Decode is the refusal for a request the JSON-RPC layer could not decode:
+// its parse error (-32700) or invalid request (-32600), message kept.
+func Decode(e *jsonrpc.DecodeError) *Refusal {
+	w := InvalidRequest
+	if e.Err.Code == jsonrpc.CodeParseError {
+		w = ParseError
+	}
+	return New(w, e.Err.Message)
 }
 
 // --- builders for the codes that carry data (seed 004) ---

@@ -81,3 +81,24 @@ func TestSeedShapes(t *testing.T) {
 		t.Fatalf("detail %d runes, want %d", got, MaxUpstreamDetail)
 	}
 }
+
+func TestErrorFrames(t *testing.T) {
+	f := Frame(json.RawMessage(`"x"`), Quota("free", 1000, 1000, "202611"), LayerGateway)
+	var m struct {
+		ID    string `json:"id"`
+		Error struct {
+			Code int            `json:"code"`
+			Data map[string]any `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(f, &m); err != nil {
+		t.Fatal(err)
+	}
+	d := m.Error.Data
+	if m.ID != "x" || m.Error.Code != -32060 || d["tier"] != "free" || d["period"] != "202611" || d["used"] != 1000.0 || d["limit"] != 1000.0 {
+		t.Fatalf("frame %s", f)
+	}
+	if len(d) != 5 { // tier, limit, used, period + aegis
+		t.Fatalf("quota data has extra members: %s", f)
+	}
+}

@@ -330,11 +330,10 @@ type Check struct{ cat *Catalog }
 // NewCheck returns the route check over cat.
 func NewCheck(cat *Catalog) *Check { return &Check{cat: cat} }
 
-// Slot implements pipeline.Check.
-func (*Check) Slot() string { return "route" }
-
-// Check implements pipeline.Check: it resolves c.Tool to its server and
-// upstream name, or refuses with -32601. When the tool is not found and a
+// Check implements pipeline.Check: a server named by the path
+// (/mcp/{server}) or by params.server must be one of the tenant's (-32601),
+// for every request; a tools/call's c.Tool is resolved to its server and
+// upstream name, or refused with -32601. When the tool is not found and a
 // server could not be listed, the answer is -32000 naming that server, since
 // the tool may well exist there.
 func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
@@ -357,9 +356,6 @@ func (*Check) Resolves() {}
 var _ pipeline.Resolver = (*Check)(nil)
 
 func (k *Check) resolve(ctx context.Context, c *pipeline.Call) error {
-	if c.Method != "tools/call" {
-		return nil
-	}
 	if c.RequestedServer != "" {
 		ok, err := k.cat.HasServer(ctx, c.Tenant.ID, c.RequestedServer)
 		if err != nil {
@@ -368,6 +364,9 @@ func (k *Check) resolve(ctx context.Context, c *pipeline.Call) error {
 		if !ok {
 			return refusal.Unknown("server " + c.RequestedServer)
 		}
+	}
+	if c.Method != "tools/call" {
+		return nil // other requests name a server (/mcp/{server}), not a tool
 	}
 	e, ok, errs, err := k.cat.Resolve(ctx, c.Tenant.ID, c.RequestedServer, c.Tool)
 	if err != nil {

@@ -18,11 +18,13 @@ import (
 // Check is the pipeline's "session" slot. A call without a session id gets
 // a new session; a known, unexpired one is touched (one store operation);
 // anything else — including a session opened by another caller — is the
-// -32603 session error. When the store cannot be reached the call goes on
-// with a session that carries no upstream state (the upstream is
-// initialized afresh) and the failure is logged: sessions are not an
-// access control (the API key is), and a DynamoDB outage must not stop
-// every tool call — the same choice the seed makes for the rate limiter.
+// -32603 session error. Over MCP (/mcp) a session must have been opened by
+// initialize (which always mints one): no Mcp-Session-Id is -32600. When the store cannot be reached
+// the check returns the error with a session that carries no upstream
+// state (the upstream is initialized afresh), and its stage fails open:
+// sessions are not an access control (the API key is), and a DynamoDB
+// outage must not stop every tool call — the same choice the seed makes
+// for the rate limiter.
 type Check struct {
 	store  session.Store
 	limits session.Limits
@@ -35,9 +37,6 @@ func New(s session.Store, l session.Limits, now func() time.Time, log *slog.Logg
 	return &Check{store: s, limits: l, now: now, log: log}
 }
 
-// Slot implements pipeline.Check.
-func (*Check) Slot() string { return "session" }
-
 // Check implements pipeline.Check.
 func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	decide, _ := k.Prefetch(ctx, c)
@@ -49,18 +48,20 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 // and the store operation runs while they start theirs.
 func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
 	now := k.now()
+	if c.MCP && c.SessionID == "" && pipeline.ScopeOf(c.Method) != pipeline.Opening {
+		return func() error {
+			return refusal.New(refusal.InvalidRequest, "Invalid request: Mcp-Session-Id header is required; send initialize first")
+		}, nil
+	}
 	if c.SessionID == "" {
 		r := session.Record{ID: NewID(), Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
 		c.SessionID, c.NewSession = r.ID, true
 		var err error
 		wait := c.Async(func() { err = k.store.Create(ctx, r) })
 		return func() error {
-			if wait(); err != nil {
-				k.log.WarnContext(ctx, "session store unavailable; new session not stored, call let through",
-					"correlation_id", c.CorrelationID, "err", err)
-			}
+			wait()
 			c.Session = r
-			return nil
+			return err // not stored: the stage fails open
 		}, nil
 	}
 	var res struct {
@@ -75,10 +76,9 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		case errors.Is(res.err, store.ErrNotFound):
 			return refusal.Session()
 		case res.err != nil:
-			k.log.WarnContext(ctx, "session store unavailable; session not checked, call let through without upstream session state",
-				"correlation_id", c.CorrelationID, "err", res.err)
+			// Not checked: the stage fails open, without upstream session state.
 			c.Session = session.Record{ID: c.SessionID, Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
-			return nil
+			return res.err
 		case res.r.Caller != c.Caller:
 			// A session belongs to the caller that opened it; another key
 			// of the same tenant cannot continue it.

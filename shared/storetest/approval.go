@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/approval"
+	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
 // NewApprovalStore returns a fresh, empty approval store; it registers its
 // own cleanup.
-type NewApprovalStore func(t *testing.T) approval.Store
 
-// RunApprovals runs the approval store's contract (shared/approval.Store).
-func RunApprovals(t *testing.T, nb NewApprovalStore) {
+// testApprovals is the approval store's contract (shared/approval.Store).
+func testApprovals(t *testing.T, nb func(t *testing.T) backend.Backend) {
 	t.Run("hold", func(t *testing.T) { testApprovalHold(t, nb(t)) })
 	t.Run("decide", func(t *testing.T) { testApprovalDecide(t, nb(t)) })
 	t.Run("consume", func(t *testing.T) { testApprovalConsume(t, nb(t)) })

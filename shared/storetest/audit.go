@@ -12,7 +12,7 @@ import (
 func testAudit(t *testing.T, nb NewBackend) {
 	now := t0.Add(48 * time.Hour)
 	b := nb(t, Options{AuditRetention: 24 * time.Hour, Now: func() time.Time { return now }})
-	a, c := b.Audit, ctx(t)
+	a, c := b, ctx(t)
 
 	rec := func(tenant string, at time.Duration, i int) audit.Record {
 		return audit.Record{

@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/breaker"
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
-// RunBreaker is the contract of breaker.Store: circuits written only over
+// testBreaker is the contract of breaker.Store: circuits written only over
 // the version read, leases limited across callers and freed by expiry.
-func RunBreaker(t *testing.T, nb func(t *testing.T) breaker.Store) {
+func testBreaker(t *testing.T, nb func(t *testing.T) backend.Backend) {
 	t.Run("circuit", func(t *testing.T) {
 		s, c := nb(t), ctx(t)
 		got, err := s.Circuit(c, "a#s")

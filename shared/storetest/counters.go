@@ -9,7 +9,7 @@ import (
 
 func testCounters(t *testing.T, nb NewBackend) {
 	b := nb(t, Options{})
-	k, c := b.Counters, ctx(t)
+	k, c := b, ctx(t)
 	exp := t0.Add(time.Minute)
 
 	for i := int64(1); i <= 3; i++ {

@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
-// RunIdempotency is the contract of idempotency.Store.
-func RunIdempotency(t *testing.T, nb func(t *testing.T) idempotency.Store) {
+// testIdempotency is the contract of idempotency.Store.
+func testIdempotency(t *testing.T, nb func(t *testing.T) backend.Backend) {
 	s := nb(t)
 	c := ctx(t)
 	pending := idempotency.Record{ParamsHash: "h1", Holder: "c1", Expires: t0.Add(time.Minute)}

@@ -9,7 +9,7 @@ import (
 
 func testKillSwitch(t *testing.T, nb NewBackend) {
 	b := nb(t, Options{})
-	k, c := b.Stops, ctx(t)
+	k, c := b, ctx(t)
 
 	if got, err := k.Stops(c, "acme"); err != nil || len(got) != 0 {
 		t.Fatalf("Stops(empty) = %+v, %v", got, err)

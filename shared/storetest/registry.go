@@ -11,7 +11,7 @@ import (
 
 func testRegistry(t *testing.T, nb NewBackend) {
 	b := nb(t, Options{})
-	r, c := b.Registry, ctx(t)
+	r, c := b, ctx(t)
 
 	if _, err := r.Tenant(c, "acme"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Tenant(absent) err = %v, want ErrNotFound", err)

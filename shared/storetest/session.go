@@ -12,7 +12,7 @@ import (
 
 func testSession(t *testing.T, nb NewBackend) {
 	b := nb(t, Options{})
-	s, c := b.Sessions, ctx(t)
+	s, c := b, ctx(t)
 	l := session.Limits{Lifetime: time.Hour, Idle: 10 * time.Minute}
 
 	rec := session.Record{ID: "s1", Tenant: "acme", Caller: "agent", Protocol: "2025-11-25", Created: t0, LastSeen: t0}

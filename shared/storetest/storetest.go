@@ -1,6 +1,6 @@
-// Package storetest is the contract every state store keeps: one suite, run
-// against the embedded store (shared/memstore) and DynamoDB (shared/dynamo,
-// on moto_server). Each concern has its own file.
+// Package storetest is the contract every state store keeps: one suite over
+// a backend.Backend, run against the embedded store (shared/memstore) and
+// DynamoDB (shared/dynamo, on moto_server). Each concern has its own file.
 package storetest
 
 import (
@@ -8,27 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aegis-gw/aegis/shared/audit"
-	"github.com/aegis-gw/aegis/shared/killswitch"
-	"github.com/aegis-gw/aegis/shared/ratelimit"
-	"github.com/aegis-gw/aegis/shared/registry"
-	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/backend"
 )
-
-// AuditStore is the audit side of a store.
-type AuditStore interface {
-	audit.Writer
-	audit.Reader
-}
-
-// Backend is one store under test, every concern's interface.
-type Backend struct {
-	Registry registry.Store
-	Sessions session.Store
-	Counters ratelimit.Counter
-	Stops    killswitch.Store
-	Audit    AuditStore
-}
 
 // Options configure a fresh backend.
 type Options struct {
@@ -37,15 +18,19 @@ type Options struct {
 }
 
 // NewBackend returns a fresh, empty backend; it registers its own cleanup.
-type NewBackend func(t *testing.T, o Options) Backend
+type NewBackend func(t *testing.T, o Options) backend.Backend
 
-// Run runs the whole contract.
+// Run runs the whole contract: every concern of backend.Backend.
 func Run(t *testing.T, nb NewBackend) {
+	fresh := func(t *testing.T) backend.Backend { return nb(t, Options{}) }
 	t.Run("registry", func(t *testing.T) { testRegistry(t, nb) })
 	t.Run("session", func(t *testing.T) { testSession(t, nb) })
 	t.Run("counters", func(t *testing.T) { testCounters(t, nb) })
 	t.Run("killswitch", func(t *testing.T) { testKillSwitch(t, nb) })
 	t.Run("audit", func(t *testing.T) { testAudit(t, nb) })
+	t.Run("approvals", func(t *testing.T) { testApprovals(t, fresh) })
+	t.Run("breaker", func(t *testing.T) { testBreaker(t, fresh) })
+	t.Run("idempotency", func(t *testing.T) { testIdempotency(t, fresh) })
 }
 
 // t0 is the suite's reference instant.

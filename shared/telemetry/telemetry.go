@@ -65,7 +65,7 @@ func NewProvider(exp sdktrace.SpanExporter) *sdktrace.TracerProvider {
 type Tracer struct {
 	t        trace.Tracer
 	inLambda bool
-	checks   map[string]string // slot → span name
+	checks   map[pipeline.Slot]string // slot → span name
 	getenv   func(string) string
 }
 
@@ -73,9 +73,9 @@ type Tracer struct {
 // invocation's trace header (from the invocation context or
 // _X_AMZN_TRACE_ID) the parent of request spans.
 func NewTracer(tp trace.TracerProvider, inLambda bool, getenv func(string) string) *Tracer {
-	t := &Tracer{t: tp.Tracer(ScopeName), inLambda: inLambda, checks: map[string]string{}, getenv: getenv}
-	for _, s := range pipeline.Order {
-		t.checks[s] = "check." + s
+	t := &Tracer{t: tp.Tracer(ScopeName), inLambda: inLambda, checks: map[pipeline.Slot]string{}, getenv: getenv}
+	for _, s := range append(pipeline.Order[:], pipeline.ResultOrder[:]...) {
+		t.checks[s] = "check." + s.String()
 	}
 	return t
 }
@@ -112,10 +112,10 @@ func (t *Tracer) StartRequest(ctx context.Context, r *http.Request, name, correl
 }
 
 // Before implements pipeline.Hook: it starts the check's span.
-func (t *Tracer) Before(ctx context.Context, slot string, _ *pipeline.Call) context.Context {
+func (t *Tracer) Before(ctx context.Context, slot pipeline.Slot, _ *pipeline.Call) context.Context {
 	name, ok := t.checks[slot]
 	if !ok {
-		name = "check." + slot
+		name = "check." + slot.String()
 	}
 	ctx, _ = t.t.Start(ctx, name)
 	return ctx
@@ -124,7 +124,7 @@ func (t *Tracer) Before(ctx context.Context, slot string, _ *pipeline.Call) cont
 // After implements pipeline.Hook: it records a refusal's code and word on
 // the check's span (a refusal is a decision, not an error of the span; an
 // internal failure is) and ends it.
-func (t *Tracer) After(ctx context.Context, _ string, _ *pipeline.Call, err error) {
+func (t *Tracer) After(ctx context.Context, _ pipeline.Slot, _ *pipeline.Call, err error) {
 	span := trace.SpanFromContext(ctx)
 	if err != nil {
 		var ref *refusal.Refusal

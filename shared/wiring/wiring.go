@@ -1,8 +1,8 @@
 // Package wiring assembles the gateway and the admin API from the
 // environment, once, for every host: the Lambda functions
 // (functions/gateway, functions/admin) and the CLI (`aegis serve`, which
-// shares OpenDynamo, DynamoBackend, Parts and Notifier). The mains stay one
-// call and lambda.Start.
+// shares OpenDynamo, Credentials and Notifier). The mains stay one call and
+// lambda.Start.
 //
 // What runs at a cold start is kept small: settings are parsed and
 // validated, the DynamoDB client is built (the one AWS configuration load on
@@ -20,16 +20,12 @@ import (
 
 	"github.com/aegis-gw/aegis/shared/admin"
 	"github.com/aegis-gw/aegis/shared/approval"
-	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/credentials"
 	"github.com/aegis-gw/aegis/shared/dynamo"
 	"github.com/aegis-gw/aegis/shared/gateway"
-	"github.com/aegis-gw/aegis/shared/killswitch"
 	"github.com/aegis-gw/aegis/shared/quota"
-	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/telemetry"
-	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
 // RegistryCacheTTL is how long a process reuses registry reads (keys,
@@ -46,44 +42,6 @@ func OpenDynamo(ctx context.Context, s config.Settings, tr *telemetry.Tracer) (*
 		return dynamo.Open(ctx, o)
 	}
 	return dynamo.Open(ctx, o, dynamo.WithMiddleware(tr.AddAWSMiddleware))
-}
-
-// DynamoBackend is the gateway's backend over st: every store, approvals
-// included.
-func DynamoBackend(st *dynamo.Store) gateway.Backend {
-	return gateway.Backend{
-		Registry: st, Sessions: st, Audit: st, Approvals: st,
-		Counters: st, Stops: st, Breaker: st, Idempotency: st,
-	}
-}
-
-// Parts are what a host hands the gateway. Deps turns them into
-// gateway.Deps, so that the Lambda function and `aegis serve` wire the
-// gateway the same way.
-type Parts struct {
-	Settings         config.Settings
-	Tiers            quota.Tiers
-	Backend          gateway.Backend
-	RegistryCacheTTL time.Duration
-	Telemetry        telemetry.Setup // Tracer and Metrics; zero: off
-	Logger           *slog.Logger
-	Credentials      upstream.Credentials
-	Notifier         approval.Notifier
-	HTTP             *http.Client // nil: gateway.NewHTTPClient(Settings.LocalMode)
-	Version          string
-}
-
-// Deps returns the gateway's dependencies.
-func (p Parts) Deps() gateway.Deps {
-	d := gateway.Deps{
-		Settings: p.Settings, Backend: p.Backend, Logger: p.Logger, HTTP: p.HTTP,
-		Credentials: p.Credentials, Version: p.Version, RegistryCacheTTL: p.RegistryCacheTTL,
-		Notifier: p.Notifier, Tiers: p.Tiers, Tracer: p.Telemetry.Tracer,
-	}
-	if p.Telemetry.Metrics != nil { // a nil *EMF in the interface would not be "off"
-		d.Metrics = p.Telemetry.Metrics
-	}
-	return d
 }
 
 // Notifier tells approvers of held calls: tenant webhooks (secrets resolved
@@ -131,15 +89,17 @@ func LambdaGateway(ctx context.Context, getenv func(string) string, version stri
 		return nil, err
 	}
 	creds := Credentials(false)
-	p := Parts{
-		Settings: s, Tiers: tiers, Backend: DynamoBackend(st), RegistryCacheTTL: RegistryCacheTTL,
-		Telemetry: tel, Logger: tel.Logger, Credentials: creds,
-		Notifier: Notifier(getenv, creds, tel.Logger), Version: version,
+	o := &gateway.Options{
+		Settings: s, Tiers: tiers, RegistryCacheTTL: RegistryCacheTTL, Tracer: tel.Tracer,
+		Logger: tel.Logger, Credentials: creds, Notifier: Notifier(getenv, creds, tel.Logger), Version: version,
+	}
+	if tel.Metrics != nil { // a nil *EMF in the interface would not be "off"
+		o.Metrics = tel.Metrics
 	}
 	if loopback {
-		p.HTTP = gateway.NewHTTPClient(true)
+		o.HTTP = gateway.NewHTTPClient(true)
 	}
-	return gateway.Build(p.Deps())
+	return gateway.New(st, o)
 }
 
 // LambdaAdmin builds the AdminFunction's handler from the environment. Its
@@ -162,11 +122,7 @@ func LambdaAdmin(ctx context.Context, getenv func(string) string, principal admi
 	if err != nil {
 		return nil, err
 	}
-	return admin.New(admin.Options{
-		TrustIAM: principal,
-		Registry: st, Approvals: st, Stops: st, Audit: st, AuditLog: st,
-		Logger: tel.Logger,
-	})
+	return admin.New(st, &admin.Options{TrustIAM: principal, Logger: tel.Logger})
 }
 
 // EnvAllowLoopback is the test-only escape of the Lambda harness
@@ -196,11 +152,3 @@ func allowLoopback(getenv func(string) string, log *slog.Logger) (bool, error) {
 	log.Error("!!! " + EnvAllowLoopback + "=1: upstream calls may reach loopback addresses. TEST HARNESS ONLY; never set this on a deployed function")
 	return true, nil
 }
-
-var (
-	_ registry.Store   = (*dynamo.Store)(nil)
-	_ approval.Store   = (*dynamo.Store)(nil)
-	_ killswitch.Store = (*dynamo.Store)(nil)
-	_ audit.Writer     = (*dynamo.Store)(nil)
-	_ audit.Reader     = (*dynamo.Store)(nil)
-)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
-	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
@@ -105,7 +104,7 @@ func relayChild(o *clientOut, r io.Reader) {
 // refusalFrame is the one frame wrap authors (seed ADR): -32042, the fixed
 // message, data.aegis {layer "wrap", code word}, the id echoed or null.
 func refusalFrame(id json.RawMessage, w refusal.Word) []byte {
-	return append(jsonrpc.Refusal(id, refusal.Wrap(w), refusal.LayerWrap), '\n')
+	return append(refusal.Frame(id, refusal.Wrap(w), refusal.LayerWrap), '\n')
 }
 
 // gate is the client-to-child direction when something must be decided or

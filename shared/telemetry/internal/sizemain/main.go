@@ -24,13 +24,12 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	d := gateway.Deps{Settings: s}
-	st, err := dynamo.Open(ctx, dynamo.Options{}, dynamoOptions(&d)...)
+	d := &gateway.Options{Settings: s}
+	st, err := dynamo.Open(ctx, dynamo.Options{}, dynamoOptions(d)...)
 	if err != nil {
 		log.Fatal(err)
 	}
-	d.Backend = gateway.Backend{Registry: st, Sessions: st, Audit: st, Counters: st, Stops: st, Breaker: st, Idempotency: st, Approvals: st}
-	g, err := gateway.Build(d)
+	g, err := gateway.New(st, d)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,4 +8,4 @@ import (
 	"github.com/aegis-gw/aegis/shared/gateway"
 )
 
-func dynamoOptions(*gateway.Deps) []func(*dynamodb.Options) { return nil }
+func dynamoOptions(*gateway.Options) []func(*dynamodb.Options) { return nil }

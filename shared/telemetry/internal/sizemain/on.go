@@ -13,7 +13,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/telemetry"
 )
 
-func dynamoOptions(d *gateway.Deps) []func(*dynamodb.Options) {
+func dynamoOptions(d *gateway.Options) []func(*dynamodb.Options) {
 	tel, _, err := telemetry.FromEnv(os.Getenv)
 	if err != nil {
 		log.Fatal(err)

@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"github.com/aegis-gw/aegis/shared/approval"
+	"github.com/aegis-gw/aegis/shared/breaker"
+	"github.com/aegis-gw/aegis/shared/killswitch"
+	"github.com/aegis-gw/aegis/shared/params"
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/quota"
+	"github.com/aegis-gw/aegis/shared/ratelimit"
+	"github.com/aegis-gw/aegis/shared/route"
+	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/sessioncheck"
+)
+
+// stage is one row of the stage table: the slot, the requests it applies
+// to, what it does when its check cannot decide, and how its check is
+// built from the gateway's parts (nil: off in this deployment).
+type stage struct {
+	slot        pipeline.Slot
+	scope       pipeline.Scope
+	mode        pipeline.Mode
+	check       func(g *Gateway) pipeline.Check
+	result      func(g *Gateway) pipeline.ResultCheck
+	unavailable func(c *pipeline.Call) error // a closed stage's answer; nil: -32603
+}
+
+// stages is the order of checks: one row per slot of pipeline.Order and
+// pipeline.ResultOrder, in that order (pipeline.New refuses anything else).
+// docs/pipeline.md is this table in prose; TestStageTableMatchesDocs keeps
+// them in step. Adding a check is a package and a row here.
+var stages = [...]stage{
+	{slot: pipeline.Session, scope: pipeline.Every, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
+		s := g.o.Settings
+		return sessioncheck.New(g.b, session.Limits{Lifetime: s.SessionLifetime, Idle: s.SessionIdle}, g.o.Now, g.o.Logger)
+	}},
+	{slot: pipeline.Params, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(*Gateway) pipeline.Check {
+		return params.Check{}
+	}},
+	{slot: pipeline.RateLimit, scope: pipeline.Decided, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
+		s := g.o.Settings
+		if s.RateLimitPerSession <= 0 && s.RateLimitPerTool <= 0 {
+			return nil
+		}
+		return ratelimit.New(g.b, s.RateLimitPerSession, s.RateLimitPerTool, g.o.Now, g.o.Logger)
+	}},
+	{slot: pipeline.Quota, scope: pipeline.Decided, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
+		s := g.o.Settings
+		if !s.BillingEnabled {
+			return nil
+		}
+		return quota.New(g.b, quota.Options{Enabled: true, Enforce: s.BillingEnforce, Tiers: g.o.Tiers}, g.o.Now, g.o.Logger)
+	}},
+	{slot: pipeline.Route, scope: pipeline.Every, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
+		return route.NewCheck(g.cat)
+	}},
+	{slot: pipeline.KillSwitch, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
+		return killswitch.New(g.b, g.o.Settings.KillSwitchRefresh, g.o.Now, g.o.Logger)
+	}},
+	{slot: pipeline.Policy, scope: pipeline.Decided, mode: pipeline.FailClosed},  // not built yet
+	{slot: pipeline.Content, scope: pipeline.Decided, mode: pipeline.FailClosed}, // not built yet
+	{slot: pipeline.Approval, scope: pipeline.Decided, mode: pipeline.FailClosed, unavailable: approval.Unavailable, check: func(g *Gateway) pipeline.Check {
+		s := g.o.Settings
+		return approval.New(g.b, approval.Options{TTL: s.ApprovalTTL, Now: g.o.Now, Logger: g.o.Logger, Audit: g.b, Notifier: g.o.Notifier})
+	}},
+	{slot: pipeline.Breaker, scope: pipeline.Decided, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
+		s := g.o.Settings
+		brk := breaker.New(breaker.Options{
+			Store: g.b, Threshold: s.CircuitFailureThreshold, Cooldown: s.CircuitCooldown,
+			MaxConcurrent: s.UpstreamMaxConcurrent, UpstreamTimeout: s.UpstreamTimeout, Now: g.o.Now, Logger: g.o.Logger,
+		})
+		g.up.Observe = brk.Observe
+		return brk
+	}},
+	{slot: pipeline.Results, scope: pipeline.Decided, mode: pipeline.FailClosed}, // not built yet
+}
+
+// buildPipeline loops over the stage table.
+func (g *Gateway) buildPipeline() (*pipeline.Pipeline, error) {
+	out := make([]pipeline.Stage, len(stages))
+	for i, row := range stages {
+		st := pipeline.Stage{Slot: row.slot, Scope: row.scope, Mode: row.mode, Unavailable: row.unavailable}
+		if row.check != nil {
+			st.Check = row.check(g)
+		}
+		if row.result != nil {
+			st.Result = row.result(g)
+		}
+		out[i] = st
+	}
+	o := &pipeline.Options{Logger: g.o.Logger}
+	if g.o.Tracer != nil {
+		o.Hook = g.o.Tracer
+	}
+	return pipeline.New(out, o)
+}

@@ -1,0 +1,105 @@
+// Package params is the pipeline's "params" slot (-32602): it reads what
+// the later checks key on from a tools/call's params (the tool's name, the
+// optional server) and refuses params that a lenient upstream could read
+// otherwise than the gateway does: not an object, a duplicate key, a
+// member spelt with other letter case, a name that is not a string,
+// arguments that are not an object, a server that disagrees with the path.
+// It needs no store, so it cannot fail to decide.
+package params
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/refusal"
+)
+
+// Check is the params check; the zero value is ready to use.
+type Check struct{}
+
+// Check implements pipeline.Check.
+func (k Check) Check(ctx context.Context, c *pipeline.Call) error {
+	decide, _ := k.Prefetch(ctx, c)
+	return decide()
+}
+
+// Prefetch implements pipeline.Prefetcher: the params are read at once, so
+// that routing and the rate windows key on the tool's name; the verdict is
+// still reported in the params slot's place, after the session's.
+func (Check) Prefetch(_ context.Context, c *pipeline.Call) (func() error, func()) {
+	ref := read(c)
+	return func() error {
+		if ref != nil {
+			return ref
+		}
+		return nil
+	}, nil
+}
+
+// Resolves implements pipeline.Resolver.
+func (Check) Resolves() {}
+
+// read sets c.Tool and c.RequestedServer from c.Params, or refuses.
+func read(c *pipeline.Call) *refusal.Refusal {
+	if len(c.Params) == 0 || c.Params[0] != '{' {
+		return refusal.New(refusal.InvalidParams, "Invalid params: tools/call needs an object with a name")
+	}
+	if k, dup := jsonrpc.DuplicateKey(c.Params); dup {
+		// The gateway reads the first of two "name"s, an upstream may run the
+		// last: a call must not be checked as one thing and run as another.
+		return refusal.New(refusal.InvalidParams, "Invalid params: duplicate key "+quoteKey(k)+" (parsers disagree on which one counts)")
+	}
+	var odd, want string // a member a lenient decoder takes for one we read, spelled otherwise
+	jsonrpc.Members(c.Params, func(k string, _ json.RawMessage) {
+		if m := callMembers[jsonrpc.Fold(k)]; odd == "" && m != "" && m != k {
+			odd, want = k, m
+		}
+	})
+	if odd != "" {
+		return refusal.New(refusal.InvalidParams, "Invalid params: "+quoteKey(odd)+" must be spelled "+strconv.Quote(want))
+	}
+	name, ok := jsonrpc.StringMember(c.Params, "name")
+	if !ok || name == "" {
+		return refusal.New(refusal.InvalidParams, `Invalid params: "name" must be a non-empty string`)
+	}
+	c.Tool = name
+	if args := jsonrpc.Member(c.Params, "arguments"); args != nil && args[0] != '{' && string(args) != "null" {
+		return refusal.New(refusal.InvalidParams, `Invalid params: "arguments" must be an object`)
+	}
+	if raw := jsonrpc.Member(c.Params, "server"); raw != nil {
+		srv, ok := jsonrpc.StringMember(c.Params, "server")
+		if !ok {
+			return refusal.New(refusal.InvalidParams, `Invalid params: "server" must be a string`)
+		}
+		if c.RequestedServer != "" && srv != c.RequestedServer {
+			return refusal.New(refusal.InvalidParams, `Invalid params: "server" differs from the server in the path`)
+		}
+		c.RequestedServer = srv
+	}
+	return nil
+}
+
+// callMembers are the tools/call params members the gateway reads, by their
+// folded spelling. An upstream decoding into structs (Go's encoding/json)
+// reads "Name" or "ARGUMENTS" as these; the gateway, reading exactly, would
+// not: the call would be checked without them and run with them.
+var callMembers = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"name", "arguments", "server", "_meta"} {
+		m[jsonrpc.Fold(k)] = k
+	}
+	return m
+}()
+
+// quoteKey quotes a client's key for an error message, cut to 64 runes.
+func quoteKey(k string) string {
+	if r := []rune(k); len(r) > 64 {
+		k = string(r[:64]) + "…"
+	}
+	return strconv.Quote(k)
+}
+
+var _ pipeline.Resolver = Check{}
