@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aegis-gw/aegis/internal/nametest"
 	"github.com/aegis-gw/aegis/shared/admin"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/registry"
@@ -48,42 +49,20 @@ func TestNamesFollowTheRegistryRule(t *testing.T) {
 			t.Errorf("%s %q = %d %+v; want 400 on %s", kind, name, status, eb.Error, field)
 		}
 	}
-	for _, tc := range []struct {
-		name string
-		ok   bool
-	}{
-		{"billing", true},
-		{"mock-primary-2", true},
-		{strings.Repeat("a", 63), true},
-		{"Acme.Tools_1", false},
-		{"Billing", false},
-		{"acme.tools", false},
-		{"acme_tools", false},
-		{"-billing", false},
-		{strings.Repeat("a", 64), false},
-	} {
-		if got := registry.ValidateServerName(tc.name) == nil; got != tc.ok {
-			t.Fatalf("registry.ValidateServerName(%q) ok=%v; this table says %v", tc.name, got, tc.ok)
+	for _, tc := range nametest.IDs {
+		if got := registry.ValidateServerName(tc.Name) == nil; got != tc.OK {
+			t.Fatalf("registry.ValidateServerName(%q) ok=%v; this table says %v", tc.Name, got, tc.OK)
 		}
-		status, eb := post("/admin/v1/tenants/acme/servers", map[string]string{"name": tc.name, "url": "https://mcp.example.com/mcp"})
-		check("server name", tc.name, "name", tc.ok, status, eb)
-		status, eb = post("/admin/v1/tenants", map[string]string{"id": tc.name})
-		check("tenant id", tc.name, "id", tc.ok, status, eb)
+		status, eb := post("/admin/v1/tenants/acme/servers", map[string]string{"name": tc.Name, "url": "https://mcp.example.com/mcp"})
+		check("server name", tc.Name, "name", tc.OK, status, eb)
+		status, eb = post("/admin/v1/tenants", map[string]string{"id": tc.Name})
+		check("tenant id", tc.Name, "id", tc.OK, status, eb)
 	}
-	for _, tc := range []struct {
-		caller string
-		ok     bool
-	}{
-		{"support-agent", true},
-		{"Acme.Tools_1", true},
-		{"arn:aws:iam::123456789012:role/agent", true},
-		{"support agent", false},
-		{"bot\nadmin", false},
-	} {
-		if got := registry.ValidateCaller(tc.caller) == nil; got != tc.ok {
-			t.Fatalf("registry.ValidateCaller(%q) ok=%v; this table says %v", tc.caller, got, tc.ok)
+	for _, tc := range nametest.Callers {
+		if got := registry.ValidateCaller(tc.Name) == nil; got != tc.OK {
+			t.Fatalf("registry.ValidateCaller(%q) ok=%v; this table says %v", tc.Name, got, tc.OK)
 		}
-		status, eb := post("/admin/v1/tenants/acme/keys", map[string]string{"caller": tc.caller})
-		check("caller", tc.caller, "caller", tc.ok, status, eb)
+		status, eb := post("/admin/v1/tenants/acme/keys", map[string]string{"caller": tc.Name})
+		check("caller", tc.Name, "caller", tc.OK, status, eb)
 	}
 }

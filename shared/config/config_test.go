@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/internal/nametest"
 	"github.com/aegis-gw/aegis/shared/registry"
 )
 
@@ -159,42 +160,20 @@ func TestNamesFollowTheRegistryRule(t *testing.T) {
 			t.Errorf("%s %q: err %v, want one naming %s", kind, name, err, field)
 		}
 	}
-	for _, tc := range []struct {
-		name string
-		ok   bool
-	}{
-		{"billing", true},
-		{"mock-primary-2", true},
-		{strings.Repeat("a", 63), true},
-		{"Acme.Tools_1", false},
-		{"Billing", false},
-		{"acme.tools", false},
-		{"acme_tools", false},
-		{"-billing", false},
-		{strings.Repeat("a", 64), false},
-	} {
-		if got := registry.ValidateServerName(tc.name) == nil; got != tc.ok {
-			t.Fatalf("registry.ValidateServerName(%q) ok=%v; this table says %v", tc.name, got, tc.ok)
+	for _, tc := range nametest.IDs {
+		if got := registry.ValidateServerName(tc.Name) == nil; got != tc.OK {
+			t.Fatalf("registry.ValidateServerName(%q) ok=%v; this table says %v", tc.Name, got, tc.OK)
 		}
-		_, err := ParseFile(file("acme", tc.name, "bot"), env(nil), false)
-		check("server name", tc.name, "tenants[0].servers[0].name", tc.ok, err)
-		_, err = ParseFile(file(tc.name, "billing", "bot"), env(nil), false)
-		check("tenant id", tc.name, "tenants[0].id", tc.ok, err)
+		_, err := ParseFile(file("acme", tc.Name, "bot"), env(nil), false)
+		check("server name", tc.Name, "tenants[0].servers[0].name", tc.OK, err)
+		_, err = ParseFile(file(tc.Name, "billing", "bot"), env(nil), false)
+		check("tenant id", tc.Name, "tenants[0].id", tc.OK, err)
 	}
-	for _, tc := range []struct {
-		caller string
-		ok     bool
-	}{
-		{"support-agent", true},
-		{"Acme.Tools_1", true},
-		{"arn:aws:iam::123456789012:role/agent", true},
-		{"support agent", false},
-		{"bot\nadmin", false},
-	} {
-		if got := registry.ValidateCaller(tc.caller) == nil; got != tc.ok {
-			t.Fatalf("registry.ValidateCaller(%q) ok=%v; this table says %v", tc.caller, got, tc.ok)
+	for _, tc := range nametest.Callers {
+		if got := registry.ValidateCaller(tc.Name) == nil; got != tc.OK {
+			t.Fatalf("registry.ValidateCaller(%q) ok=%v; this table says %v", tc.Name, got, tc.OK)
 		}
-		_, err := ParseFile(file("acme", "billing", tc.caller), env(nil), false)
-		check("caller", tc.caller, "tenants[0].keys[0].caller", tc.ok, err)
+		_, err := ParseFile(file("acme", "billing", tc.Name), env(nil), false)
+		check("caller", tc.Name, "tenants[0].keys[0].caller", tc.OK, err)
 	}
 }
