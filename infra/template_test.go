@@ -11,29 +11,17 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/aegis-gw/aegis/internal/testtools"
 )
 
 const templatePath = "../template.yaml"
-
-// missing ends the test for a missing tool: a loud skip, a failure in CI.
-func missing(t *testing.T, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("PREREQUISITE MISSING (CI=true, so this fails): %s", msg)
-		return
-	}
-	t.Skipf("!!! SKIPPED, PREREQUISITE MISSING: %s (with CI=true this test fails)", msg)
-}
 
 // TestCfnLint runs cfn-lint (SAM transform included) on template.yaml. Its
 // exit status is a bit mask: 2 errors, 4 warnings, 8 informational. Errors
 // and warnings fail; informational findings are only logged.
 func TestCfnLint(t *testing.T) {
-	bin, err := exec.LookPath("cfn-lint")
-	if err != nil {
-		missing(t, "cfn-lint is not on PATH (pip install cfn-lint)")
-	}
+	bin := testtools.Path(t, "cfn-lint")
 	cmd := exec.Command(bin, "--format", "parseable", "--", templatePath)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
@@ -252,7 +240,7 @@ func TestFunctionsBuildWithMakefile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	makeBin, makeErr := exec.LookPath("make")
+	makeBin := testtools.Path(t, "make")
 	for name, r := range get(t, tpl, "Resources").(map[string]any) {
 		if str(get(t, r, "Type")) != "AWS::Serverless::Function" {
 			continue
@@ -273,9 +261,6 @@ func TestFunctionsBuildWithMakefile(t *testing.T) {
 			t.Errorf("Makefile has no target %s", target)
 			continue
 		}
-		if makeErr != nil {
-			continue
-		}
 		dir := "./functions/" + strings.ToLower(strings.TrimSuffix(name, "Function"))
 		out, err := exec.Command(makeBin, "-s", "-n", "-C", "..", target, "ARTIFACTS_DIR=/artifacts").CombinedOutput()
 		if err != nil {
@@ -288,8 +273,5 @@ func TestFunctionsBuildWithMakefile(t *testing.T) {
 				t.Errorf("make %s runs %q; missing %q", target, strings.TrimSpace(cmd), want)
 			}
 		}
-	}
-	if makeErr != nil {
-		t.Logf("make not on PATH: Makefile recipes not expanded")
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/aegis-gw/aegis/internal/testtools"
 )
 
 func TestLocalKinds(t *testing.T) {
@@ -122,6 +124,12 @@ func TestAWSKinds(t *testing.T) {
 	}
 }
 
+// TestAWSKindsWithoutMotoFails runs TestAWSKinds with no moto_server on
+// PATH and CI unset: it must fail naming moto_server, not skip.
+func TestAWSKindsWithoutMotoFails(t *testing.T) {
+	testtools.ExpectMissing(t, "^TestAWSKinds$", "moto_server")
+}
+
 type countingSM struct {
 	SecretsManagerAPI
 	n *int
@@ -134,10 +142,7 @@ func (c countingSM) GetSecretValue(ctx context.Context, in *secretsmanager.GetSe
 
 func startMoto(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("moto_server")
-	if err != nil {
-		t.Skip("moto_server not installed")
-	}
+	bin := testtools.Path(t, "moto_server")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

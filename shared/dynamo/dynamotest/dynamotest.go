@@ -14,8 +14,9 @@
 // item. To test against DynamoDB's guarantee, Endpoint is a loopback proxy
 // that forwards one request at a time to moto_server.
 //
-// When moto_server cannot be started, Start fails the test if CI=true and
-// skips it (saying why, loudly) otherwise.
+// When moto_server cannot be started, Start fails the test, with or without
+// CI, naming moto_server and how to install it (testtools.Missing): no test
+// skips for a missing tool. scripts/test installs it first where it can.
 package dynamotest
 
 import (
@@ -27,6 +28,7 @@ import (
 	neturl "net/url"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +39,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/aegis-gw/aegis/internal/testtools"
 	"github.com/aegis-gw/aegis/shared/dynamo"
 )
 
@@ -49,6 +52,7 @@ type Env struct {
 var (
 	once     sync.Once
 	proc     *exec.Cmd
+	exited   chan struct{} // closed when proc has been waited for
 	endpoint string
 	startErr error
 	tableSeq atomic.Int64
@@ -65,7 +69,7 @@ func Main(m *testing.M) {
 func Stop() {
 	if proc != nil && proc.Process != nil {
 		_ = proc.Process.Kill()
-		_ = proc.Wait()
+		<-exited
 	}
 }
 
@@ -74,10 +78,7 @@ func Endpoint(t testing.TB) string {
 	t.Helper()
 	once.Do(func() { endpoint, startErr = start() })
 	if startErr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("dynamotest: moto_server could not be started (CI=true, so this fails): %v", startErr)
-		}
-		t.Skipf("dynamotest: SKIPPING DynamoDB tests: moto_server could not be started: %v", startErr)
+		t.Fatalf("dynamotest: %s", testtools.Missing("moto_server", startErr))
 	}
 	return endpoint
 }
@@ -95,10 +96,17 @@ func start() (string, error) {
 	ln.Close()
 	cmd := exec.Command(bin, "-H", "127.0.0.1", "-p", fmt.Sprint(port))
 	cmd.SysProcAttr = sysProcAttr() // dies with us on Linux
+	// What it prints before answering says why it did not start (say, a
+	// pyenv shim for a Python that lacks moto); the rest is dropped.
+	stderr := &prefixBuffer{max: 4096}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}
 	proc = cmd
+	exited = make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -107,14 +115,42 @@ func start() (string, error) {
 			resp.Body.Close()
 			break
 		}
+		select {
+		case <-exited:
+			proc = nil
+			return "", fmt.Errorf("%s exited before answering (%v): %s", bin, waitErr, stderr)
+		default:
+		}
 		if time.Now().After(deadline) {
 			Stop()
 			proc = nil
-			return "", fmt.Errorf("moto_server on port %d did not answer within 30s", port)
+			return "", fmt.Errorf("%s on port %d did not answer within 30s: %s", bin, port, stderr)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	return serialize(url)
+}
+
+// prefixBuffer keeps the first max bytes written to it.
+type prefixBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (p *prefixBuffer) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := p.max - len(p.b); n > 0 {
+		p.b = append(p.b, b[:min(n, len(b))]...)
+	}
+	return len(b), nil
+}
+
+func (p *prefixBuffer) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.TrimSpace(string(p.b))
 }
 
 // serialize starts a loopback proxy that forwards one request at a time.
