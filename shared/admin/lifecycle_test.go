@@ -65,6 +65,11 @@ func newEnv(t *testing.T, webhook string, secrets approval.Resolver) *env {
 	}
 	s := config.Defaults()
 	s.LocalMode, s.ApprovalTTL = true, ttl
+	// These tests hold calls whose arguments carry members the demo's
+	// schema does not declare (a password, to check the approvers' mask);
+	// with INPUT_VALIDATION=block the content stage would refuse them before
+	// approval, as it should.
+	s.InputValidation = "off"
 	e.notes = &approval.Async{N: &approval.Webhook{Secrets: secrets, Timeout: 2 * time.Second, Now: e.clock.Now, Local: true}}
 	gw, err := gateway.New(m, &gateway.Options{
 		Settings: s,

@@ -9,6 +9,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/quota"
 	"github.com/aegis-gw/aegis/shared/ratelimit"
 	"github.com/aegis-gw/aegis/shared/route"
+	"github.com/aegis-gw/aegis/shared/schema"
 	"github.com/aegis-gw/aegis/shared/session"
 	"github.com/aegis-gw/aegis/shared/sessioncheck"
 )
@@ -57,8 +58,17 @@ var stages = [...]stage{
 	{slot: pipeline.KillSwitch, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return killswitch.New(g.b, g.o.Settings.KillSwitchRefresh, g.o.Now, g.o.Logger)
 	}},
-	{slot: pipeline.Policy, scope: pipeline.Decided, mode: pipeline.FailClosed},  // not built yet
-	{slot: pipeline.Content, scope: pipeline.Decided, mode: pipeline.FailClosed}, // not built yet
+	{slot: pipeline.Policy, scope: pipeline.Decided, mode: pipeline.FailClosed}, // not built yet
+	{slot: pipeline.Content, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
+		mode := schema.Block
+		switch g.o.Settings.InputValidation {
+		case "off":
+			return nil
+		case "monitor":
+			mode = schema.Monitor
+		}
+		return schema.New(mode, &schema.Options{Logger: g.o.Logger})
+	}},
 	{slot: pipeline.Approval, scope: pipeline.Decided, mode: pipeline.FailClosed, unavailable: approval.Unavailable, check: func(g *Gateway) pipeline.Check {
 		s := g.o.Settings
 		return approval.New(g.b, approval.Options{TTL: s.ApprovalTTL, Now: g.o.Now, Logger: g.o.Logger, Audit: g.b, Notifier: g.o.Notifier})

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 )
@@ -260,6 +261,22 @@ func Upstream(detail string) *Refusal {
 // Stopped is -32062 for a tool or a whole server.
 func Stopped(tool, server string) *Refusal {
 	return New(ToolStopped, fmt.Sprintf("Tool %s on %s is stopped by an operator", tool, server))
+}
+
+// Schema is -32602 for arguments that fail the called tool's inputSchema
+// (INPUT_VALIDATION=block): data carries pointer, the JSON pointer (RFC
+// 6901) of the failing value within the arguments ("" is the arguments
+// object itself), and keyword, the JSON Schema keyword that failed
+// ("required", "type", ...). Callers build pointer from the schema's names
+// and array indices only: neither the message nor the data may echo the
+// caller's data.
+func Schema(pointer, keyword string) *Refusal {
+	at := "the arguments object"
+	if pointer != "" {
+		at = strconv.Quote(pointer)
+	}
+	return New(InvalidParams, fmt.Sprintf("Invalid params: arguments fail the tool's inputSchema: %q at %s", keyword, at)).
+		With("pointer", pointer).With("keyword", keyword)
 }
 
 // Unknown is -32601 for a method or tool this tenant does not have.

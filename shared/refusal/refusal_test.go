@@ -102,3 +102,21 @@ func TestErrorFrames(t *testing.T) {
 		t.Fatalf("quota data has extra members: %s", f)
 	}
 }
+
+func TestSchemaShape(t *testing.T) {
+	o := Schema("/items/0/qty", "minimum").Object(LayerGateway)
+	var d map[string]any
+	if err := json.Unmarshal(o.Data, &d); err != nil {
+		t.Fatal(err)
+	}
+	if o.Code != -32602 || d["pointer"] != "/items/0/qty" || d["keyword"] != "minimum" || len(d) != 3 ||
+		d["aegis"].(map[string]any)["code"] != "INVALID_PARAMS" {
+		t.Fatalf("schema refusal: %d %s %s", o.Code, o.Message, o.Data)
+	}
+	if want := `Invalid params: arguments fail the tool's inputSchema: "minimum" at "/items/0/qty"`; o.Message != want {
+		t.Fatalf("message %q, want %q", o.Message, want)
+	}
+	if root := Schema("", "required"); root.Message != `Invalid params: arguments fail the tool's inputSchema: "required" at the arguments object` {
+		t.Fatalf("root message %q", root.Message)
+	}
+}
