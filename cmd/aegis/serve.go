@@ -19,11 +19,13 @@ import (
 	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/demo"
+	"github.com/aegis-gw/aegis/shared/dynamo"
 	"github.com/aegis-gw/aegis/shared/gateway"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/quota"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/session"
+	statestore "github.com/aegis-gw/aegis/shared/store"
 	"github.com/aegis-gw/aegis/shared/telemetry"
 	"github.com/aegis-gw/aegis/shared/wiring"
 )
@@ -86,6 +88,9 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 	if demoMode == (cfgPath != "") {
 		return errors.New("give exactly one of --demo or --config FILE")
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	settings, err := config.FromEnv(os.Getenv)
 	if err != nil {
 		return err
@@ -95,6 +100,9 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 	if err != nil {
 		return err
 	}
+	// The signal context ends start-up and starts the drain; it is never
+	// the parent of a request's context (http.Server's BaseContext is
+	// context.Background), so a signal does not cancel calls in flight.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -123,7 +131,13 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 	if err != nil {
 		return fmt.Errorf("--store %s: %w", storeKind, err)
 	}
-	if err := load(ctx, b, file); err != nil {
+	reg := registryOf(file, time.Now().UTC())
+	if demoMode && b.mem == nil {
+		if err := demoUnclaimed(ctx, b, reg.servers); err != nil {
+			return err
+		}
+	}
+	if err := reg.load(ctx, b); err != nil {
 		return err
 	}
 	if b.mem != nil {
@@ -131,8 +145,20 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 	}
 	var demoKey string
 	if demoMode {
-		if demoKey, err = addDemoKey(ctx, b); err != nil {
+		var rec registry.Key
+		if demoKey, rec, err = demoKeyRecord(time.Now().UTC()); err != nil {
 			return err
+		}
+		if err := b.PutKey(ctx, rec); err != nil {
+			return err
+		}
+		reg.keys = append(reg.keys, rec)
+		n, err := revokeOldDemoKeys(ctx, b, rec.ID)
+		if err != nil {
+			return fmt.Errorf("revoking the earlier demo keys: %w", err)
+		}
+		if n > 0 {
+			log.Info("revoked the demo keys of earlier aegis serve --demo runs on this store", "count", n)
 		}
 	}
 	gw, err := gateway.New(b.Backend, &gateway.Options{
@@ -152,68 +178,305 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 		return err
 	}
 	// A slow client cannot hold a connection forever: the whole request
-	// must arrive in 30 s; the answer may take as long as an upstream call
-	// can (initialize and call, each with its deadline, plus retries).
+	// must arrive in 30 s; the answer may take as long as a call can.
+	budget := callBudget(settings)
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      time.Duration(settings.UpstreamMaxRetries+3)*settings.UpstreamTimeout + 30*time.Second,
+		WriteTimeout:      budget,
 		IdleTimeout:       120 * time.Second,
 	}
 	banner(out, "http://"+ln.Addr().String(), up, demoKey)
 	fmt.Fprintln(out, adminLine)
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	// On DynamoDB the configuration is kept in the store (the embedded
+	// store cannot lose it while the process runs).
+	var kept chan error
+	kctx, kstop := context.WithCancel(context.Background())
+	defer kstop()
+	if b.mem == nil {
+		k := &keeper{store: b, reg: reg, log: log, pending: map[string]bool{}}
+		if demoMode {
+			k.owned = reg.servers
+		}
+		kept = make(chan error, 1)
+		go func() { kept <- k.run(kctx, restoreEvery) }()
+	}
+	var cause error
+	select {
+	case err := <-served:
+		return err // not closed by us: the listener failed
+	case <-ctx.Done():
+		log.Info("signal received: no new connections; finishing the calls in flight", "budget", budget.String())
+	case cause = <-kept:
+		log.Error("stopping", "err", cause)
+	}
+	stop() // from here a second signal ends the process at once
+	kstop()
+	if err := drain(srv, budget); err != nil {
 		return err
+	}
+	return cause
+}
+
+// callBudget is the longest a request can take to be answered: initialize
+// and the call, each with the upstream timeout, its retries, and 30 s for
+// the store and the client. It is the server's WriteTimeout (an answer
+// cannot be written later) and so also the bound on finishing the calls in
+// flight at shutdown: 80 s with the defaults (UPSTREAM_TIMEOUT_SECS=10,
+// UPSTREAM_MAX_RETRIES=2).
+func callBudget(s config.Settings) time.Duration {
+	return time.Duration(s.UpstreamMaxRetries+3)*s.UpstreamTimeout + 30*time.Second
+}
+
+// drain stops srv on SIGTERM or SIGINT: the listener is closed at once (new
+// connections are refused), idle connections are closed, and every call in
+// flight runs to its end, writing its audit record and releasing its
+// concurrency lease on the way out, for up to budget. Calls still running
+// then are cut and drain reports it (aegis serve exits 1).
+func drain(srv *http.Server, budget time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("shutdown: calls still running after %s were cut: %w", budget, err)
 	}
 	return nil
 }
 
-// load writes a config file's registry into the store.
-func load(ctx context.Context, reg registry.Store, f *config.File) error {
-	now := time.Now().UTC()
+// registryItems is a configuration's registry as `aegis serve` puts it in
+// the store: at start, and again by the keeper if the store loses it.
+type registryItems struct {
+	tenants []registry.Tenant
+	servers []registry.Server
+	keys    []registry.Key
+}
+
+// registryOf takes f's registry, every record created at now.
+func registryOf(f *config.File, now time.Time) registryItems {
 	ts, ss, ks := f.Registry()
-	for _, t := range ts {
-		t.Created = now
-		if err := reg.PutTenant(ctx, t); err != nil {
-			return fmt.Errorf("loading tenant %s: %w", t.ID, err)
+	for i := range ts {
+		ts[i].Created = now
+	}
+	for i := range ss {
+		ss[i].Created = now
+	}
+	for i := range ks {
+		ks[i].Created = now
+	}
+	return registryItems{tenants: ts, servers: ss, keys: ks}
+}
+
+// load writes every tenant with its servers and keys.
+func (r registryItems) load(ctx context.Context, w registry.Writer) error {
+	for _, t := range r.tenants {
+		if err := r.loadTenant(ctx, w, t); err != nil {
+			return err
 		}
 	}
-	for _, s := range ss {
-		s.Created = now
-		if err := reg.PutServer(ctx, s); err != nil {
+	return nil
+}
+
+// loadTenant writes t, then its servers (which need it) and keys. Every
+// write is a whole put, so writing again what is there changes nothing.
+func (r registryItems) loadTenant(ctx context.Context, w registry.Writer, t registry.Tenant) error {
+	if err := w.PutTenant(ctx, t); err != nil {
+		return fmt.Errorf("loading tenant %s: %w", t.ID, err)
+	}
+	for _, s := range r.servers {
+		if s.Tenant != t.ID {
+			continue
+		}
+		if err := w.PutServer(ctx, s); err != nil {
 			return fmt.Errorf("loading server %s/%s: %w", s.Tenant, s.Name, err)
 		}
 	}
-	for _, k := range ks {
-		k.Created = now
-		if err := reg.PutKey(ctx, k); err != nil {
+	for _, k := range r.keys {
+		if k.Tenant != t.ID {
+			continue
+		}
+		if err := w.PutKey(ctx, k); err != nil {
 			return fmt.Errorf("loading key %s: %w", k.ID, err)
 		}
 	}
 	return nil
 }
 
-// addDemoKey gives the demo tenant the key from AEGIS_DEMO_KEY, or a new one.
-func addDemoKey(ctx context.Context, reg registry.Writer) (string, error) {
-	now := time.Now().UTC()
-	secret := os.Getenv("AEGIS_DEMO_KEY")
-	var rec registry.Key
-	if secret == "" {
-		secret, rec = auth.NewKey("demo", "demo-agent", now)
-	} else {
-		var err error
-		if rec, err = auth.KeyWithSecret("demo", "demo-agent", secret, now); err != nil {
-			return "", fmt.Errorf("AEGIS_DEMO_KEY: %w", err)
+// restoreEvery is how often the keeper of `aegis serve --store dynamodb`
+// looks for the configuration's tenants in the store: one read per tenant
+// (plus one server query per demo tenant under --demo) every 5 s. A
+// registry put back is served within this period plus the registry cache's
+// TTL (wiring.RegistryCacheTTL), during which its keys are still answered
+// as unknown (401).
+const restoreEvery = 5 * time.Second
+
+// keeper keeps the configuration in the store while `aegis serve` runs on
+// DynamoDB, which (unlike the embedded store) can lose it: tables deleted
+// and created again, or emptied. The configuration is the source of truth
+// for what it lists, so a tenant of it that is gone from the store is put
+// back whole (tenant, servers, keys). A tenant is the marker because
+// nothing else removes one (the admin API has no tenant delete): a server
+// deleted or a key revoked through the admin API, with its tenant still
+// there, is left as the operator made it. What is not in the configuration
+// (tenants, servers and keys added through the admin API, sessions, kill
+// switches, approvals, audit records) is not put back; docs/state.md
+// ("Recovery") says what that means.
+type keeper struct {
+	store registry.Store
+	reg   registryItems
+	log   *slog.Logger
+	// owned are the servers this process registered for its own demo
+	// upstream (--demo); nil otherwise.
+	owned []registry.Server
+	// pending are tenants found gone whose restore has not completed; they
+	// are written again on every pass until one succeeds, since the tenant
+	// itself may be back before its servers and keys.
+	pending map[string]bool
+	failing bool // the last pass failed (logged once per outage)
+}
+
+// run checks every period until ctx ends (nil) or another process has
+// taken this one's demo registration (that error).
+func (k *keeper) run(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, every)
+		err := k.check(cctx)
+		cancel()
+		var taken *demoTaken
+		switch {
+		case errors.As(err, &taken):
+			return err
+		case err != nil && ctx.Err() == nil && !k.failing:
+			k.log.Warn("registry check failed; retrying every "+every.String(), "err", err)
+			k.failing = true
+		case err == nil && k.failing:
+			k.log.Info("registry check succeeds again")
+			k.failing = false
 		}
 	}
-	return secret, reg.PutKey(ctx, rec)
+}
+
+// check is one pass: every configured tenant that is gone (or whose
+// restore is pending) is written again; then, under --demo, the demo
+// servers must still point at this process's upstream.
+func (k *keeper) check(ctx context.Context) error {
+	for _, t := range k.reg.tenants {
+		if !k.pending[t.ID] {
+			_, err := k.store.Tenant(ctx, t.ID)
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, statestore.ErrNotFound) {
+				return err
+			}
+			k.pending[t.ID] = true
+			k.log.Warn("tenant "+t.ID+" of the configuration is gone from the store (tables emptied or created again?); putting its registry back", "tenant", t.ID)
+		}
+		if err := k.reg.loadTenant(ctx, k.store, t); err != nil {
+			return err
+		}
+		delete(k.pending, t.ID)
+		k.log.Info("tenant "+t.ID+" restored from the configuration", "tenant", t.ID)
+	}
+	for _, s := range k.owned {
+		ss, err := k.store.Servers(ctx, s.Tenant)
+		if err != nil {
+			return err
+		}
+		for _, r := range ss {
+			if r.Name == s.Name && r.URL != s.URL {
+				return &demoTaken{tenant: s.Tenant, server: s.Name, url: r.URL}
+			}
+		}
+	}
+	return nil
+}
+
+// demoTaken: another `aegis serve --demo` registered its own upstream for
+// a demo server of this one (both started at the same moment, or the other
+// runs elsewhere on the same tables).
+type demoTaken struct{ tenant, server, url string }
+
+func (e *demoTaken) Error() string {
+	return fmt.Sprintf("tenant %s's server %s now points at %s: another aegis serve --demo registered it on this store; "+
+		"this one stops, so that one demo serves the store", e.tenant, e.server, e.url)
+}
+
+// demoUnclaimed refuses a second `aegis serve --demo` on a store whose demo
+// servers another one's upstream still serves: the two would register the
+// same tenant and server, the last would win, and the other would forward
+// to it. A registration whose upstream no longer answers (its process has
+// ended) is taken over.
+func demoUnclaimed(ctx context.Context, reg registry.Reader, mine []registry.Server) error {
+	for _, s := range mine {
+		ss, err := reg.Servers(ctx, s.Tenant)
+		if err != nil {
+			return fmt.Errorf("looking for another aegis serve --demo: %w", err)
+		}
+		for _, r := range ss {
+			if r.Name != s.Name || r.URL == s.URL {
+				continue
+			}
+			pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			alive := demo.Running(pctx, r.URL)
+			cancel()
+			if alive {
+				t := dynamo.TablesFromEnv(os.Getenv)
+				return fmt.Errorf("tenant %s's server %s is registered by another aegis serve --demo (its upstream %s answers); "+
+					"stop it, or give this one its own tables (AEGIS_STATE_TABLE, AEGIS_AUDIT_TABLE; now %s, %s)",
+					s.Tenant, s.Name, r.URL, t.State, t.Audit)
+			}
+		}
+	}
+	return nil
+}
+
+// demoCaller is the caller of the demo tenant's key.
+const demoCaller = "demo-agent"
+
+// demoKeyRecord is the demo tenant's key from AEGIS_DEMO_KEY, or a new one.
+func demoKeyRecord(now time.Time) (string, registry.Key, error) {
+	secret := os.Getenv("AEGIS_DEMO_KEY")
+	if secret == "" {
+		secret, rec := auth.NewKey("demo", demoCaller, now)
+		return secret, rec, nil
+	}
+	rec, err := auth.KeyWithSecret("demo", demoCaller, secret, now)
+	if err != nil {
+		return "", registry.Key{}, fmt.Errorf("AEGIS_DEMO_KEY: %w", err)
+	}
+	return secret, rec, nil
+}
+
+// revokeOldDemoKeys revokes the demo tenant's other demo-agent keys: those
+// that earlier `aegis serve --demo` runs on this store added and printed.
+// One demo key is valid at a time.
+func revokeOldDemoKeys(ctx context.Context, reg registry.Writer, keep string) (int, error) {
+	ks, err := reg.ListKeys(ctx, "demo")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, k := range ks {
+		if k.Caller != demoCaller || k.Revoked || k.ID == keep {
+			continue
+		}
+		if err := reg.RevokeKey(ctx, "demo", k.ID); err != nil && !errors.Is(err, statestore.ErrNotFound) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 func banner(out io.Writer, base string, up *demo.Server, key string) {

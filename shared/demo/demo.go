@@ -9,12 +9,17 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// ServerName is the name the demo upstream gives in its initialize answer
+// (serverInfo.name); Running looks for it.
+const ServerName = "aegis-demo-upstream"
 
 // LeakText is what the leak tool returns: an email address, a phone number,
 // a Luhn-valid card number and an SSN, for the scanners.
@@ -26,6 +31,7 @@ type Server struct {
 
 	srv   *http.Server
 	ln    net.Listener
+	mcp   *mcp.Server
 	mu    sync.Mutex
 	calls map[string]int
 	total atomic.Int64
@@ -50,7 +56,7 @@ func text(s string) *mcp.CallToolResult {
 // NewMCPServer builds the demo MCP server; count is called with each tool
 // name as it runs.
 func NewMCPServer(count func(tool string)) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "aegis-demo-upstream", Version: "1.0.0"}, nil)
+	s := mcp.NewServer(&mcp.Implementation{Name: ServerName, Version: "1.0.0"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Returns its message argument."},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			count("echo")
@@ -95,7 +101,11 @@ func Start(addr string) (*Server, error) {
 	d := &Server{ln: ln, calls: map[string]int{}}
 	ms := NewMCPServer(d.count)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
+	d.mcp = ms
+	// The gateway ends the upstream sessions of the gateway sessions it
+	// forgets; SessionTimeout forgets the rest (a gateway killed, a
+	// DynamoDB TTL deletion), so that the demo is bounded on its own.
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, &mcp.StreamableHTTPOptions{SessionTimeout: SessionIdle}))
 	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	d.URL = "http://" + ln.Addr().String() + "/mcp"
 	go func() { _ = d.srv.Serve(ln) }()
@@ -116,5 +126,48 @@ func (d *Server) Calls(tool string) int {
 	return d.calls[tool]
 }
 
+// SessionIdle is how long the demo upstream keeps an MCP session that
+// gets no request: then it closes it, as if the client had sent DELETE. A
+// gateway whose upstream session was closed so opens a new one on its
+// next call (the 404 the upstream answers is the transport's signal).
+const SessionIdle = 5 * time.Minute
+
+// Sessions reports how many MCP sessions the demo upstream holds open.
+func (d *Server) Sessions() int {
+	n := 0
+	for range d.mcp.Sessions() {
+		n++
+	}
+	return n
+}
+
 // Close stops the server.
 func (d *Server) Close() error { return d.srv.Close() }
+
+// Running reports whether rawURL is a demo upstream that answers: it opens
+// an MCP session there (initialize), checks that the server calls itself
+// ServerName, and ends the session again. Only http URLs on a loopback
+// address are tried, since that is where Start listens under
+// `aegis serve --demo`; any other URL, or no answer before ctx ends (give
+// it a deadline), is false. `aegis serve --demo --store dynamodb` calls it
+// to tell a demo upstream that another process still runs from one left
+// behind in the store by a process that has ended.
+func Running(ctx context.Context, rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	if h := u.Hostname(); h != "localhost" {
+		if ip := net.ParseIP(h); ip == nil || !ip.IsLoopback() {
+			return false
+		}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "aegis-serve-demo-probe", Version: "1.0.0"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: rawURL, HTTPClient: &http.Client{}, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		return false
+	}
+	defer cs.Close()
+	r := cs.InitializeResult()
+	return r != nil && r.ServerInfo != nil && r.ServerInfo.Name == ServerName
+}

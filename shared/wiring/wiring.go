@@ -64,34 +64,45 @@ func Credentials(local bool) *credentials.Resolver {
 // required), quota tiers, telemetry, the DynamoDB store, brokered
 // credentials from Secrets Manager / SSM, and the approval notifier. Every
 // error names the setting at fault.
-func LambdaGateway(ctx context.Context, getenv func(string) string, version string) (http.Handler, error) {
+//
+// shutdown is for the runtime's SIGTERM (lambda.WithEnableSIGTERM): it
+// finishes what outlives an invocation, within ShutdownBudget. Lambda runs
+// one invocation at a time per execution environment and shuts one down
+// only between invocations, so no call is in flight then: its audit record
+// and lease release were written before its response. What can remain is
+// approval notifications (sent in the background, possibly frozen with the
+// environment after the response): shutdown waits for them, then shuts the
+// tracer provider down (spans are exported as they end and EMF lines are
+// written synchronously, so there is nothing else to flush).
+func LambdaGateway(ctx context.Context, getenv func(string) string, version string) (h http.Handler, shutdown func(), err error) {
 	s, err := config.FromEnv(getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.ValidateFunction(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tiers, err := quota.TiersFromEnv(getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	tel, _, err := telemetry.FromEnv(getenv)
+	tel, stopTelemetry, err := telemetry.FromEnv(getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	loopback, err := allowLoopback(getenv, tel.Logger)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st, err := OpenDynamo(ctx, s, tel.Tracer)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	creds := Credentials(false)
+	notify := Notifier(getenv, creds, tel.Logger)
 	o := &gateway.Options{
 		Settings: s, Tiers: tiers, RegistryCacheTTL: RegistryCacheTTL, Tracer: tel.Tracer,
-		Logger: tel.Logger, Credentials: creds, Notifier: Notifier(getenv, creds, tel.Logger), Version: version,
+		Logger: tel.Logger, Credentials: creds, Notifier: notify, Version: version,
 	}
 	if tel.Metrics != nil { // a nil *EMF in the interface would not be "off"
 		o.Metrics = tel.Metrics
@@ -99,7 +110,35 @@ func LambdaGateway(ctx context.Context, getenv func(string) string, version stri
 	if loopback {
 		o.HTTP = gateway.NewHTTPClient(true)
 	}
-	return gateway.New(st, o)
+	gw, err := gateway.New(st, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return gw, func() { shutdownGateway(notify, stopTelemetry, tel.Logger, ShutdownBudget) }, nil
+}
+
+// ShutdownBudget is what the GatewayFunction's SIGTERM hook may spend.
+// Lambda sends SIGTERM only to a runtime that registered an extension
+// (lambda.WithEnableSIGTERM registers an internal one) and kills the
+// process 500 ms later; the rest is margin.
+const ShutdownBudget = 400 * time.Millisecond
+
+// shutdownGateway waits up to budget for the notifications in flight, then
+// stops telemetry, and logs what it could not finish.
+func shutdownGateway(notify *approval.Async, stopTelemetry func(context.Context) error, log *slog.Logger, budget time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	sent := make(chan struct{})
+	go func() { notify.Wait(); close(sent) }()
+	select {
+	case <-sent:
+	case <-ctx.Done():
+		log.Warn("shutdown: approval notifications still being sent are dropped; the approvals stay listed in GET /admin/v1/approvals", "budget", budget.String())
+	}
+	if err := stopTelemetry(ctx); err != nil {
+		log.Warn("shutdown: telemetry not stopped cleanly", "err", err)
+	}
+	log.Info("shutdown: gateway function stopped")
 }
 
 // LambdaAdmin builds the AdminFunction's handler from the environment. Its
