@@ -194,7 +194,7 @@ func cmdApprovals(args []string) int {
 	c := newCLI("approvals " + args[0])
 	switch args[0] {
 	case "list":
-		status := c.fs.String("status", "", "pending, approved, denied, consumed or expired")
+		status := c.fs.String("status", "", "pending, approved, denied, running, unsettled, consumed or expired")
 		tenant := c.fs.String("tenant", "", "only this tenant")
 		if c.parse(args[1:]) != nil {
 			return 2

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/approval"
@@ -14,7 +15,10 @@ import (
 
 // ApprovalItem is one approval as the admin API shows it. Params are the
 // call's arguments with sensitive values masked; Status is "expired" for a
-// pending, approved or denied approval past Expires.
+// pending, approved or denied approval past Expires, and "unsettled" for a
+// running one past its use's lease (approval.Approval.Shown). Use is the
+// call that took it (running, unsettled or consumed): its correlation id,
+// lease and, once settled, outcome.
 type ApprovalItem struct {
 	ID         string          `json:"id"`
 	Tenant     string          `json:"tenant"`
@@ -30,6 +34,7 @@ type ApprovalItem struct {
 	DecidedAt  time.Time       `json:"decided_at,omitzero"`
 	Reason     string          `json:"reason,omitempty"`
 	ConsumedAt time.Time       `json:"consumed_at,omitzero"`
+	Use        *approval.Use   `json:"use,omitempty"`
 }
 
 // ApprovalList is the answer of GET /admin/v1/approvals.
@@ -53,20 +58,37 @@ func item(a approval.Approval, now time.Time) ApprovalItem {
 	return ApprovalItem{
 		ID: a.ID, Tenant: a.Tenant, Caller: a.Caller, Server: a.Server, Tool: a.Tool,
 		Params: p, ParamsHash: a.ParamsHash, Status: a.Shown(now), Created: a.Created, Expires: a.Expires,
-		DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Reason: a.Reason, ConsumedAt: a.ConsumedAt,
+		DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Reason: a.Reason, ConsumedAt: a.ConsumedAt, Use: a.Use,
 	}
 }
 
-var statuses = map[string]bool{
-	string(approval.Pending): true, string(approval.Approved): true, string(approval.Denied): true,
-	string(approval.Consumed): true, string(approval.Expired): true,
+// statuses are the shown statuses the list filters on, in the order the
+// bad-field message names them.
+var statuses = []approval.Status{
+	approval.Pending, approval.Approved, approval.Denied, approval.Running,
+	approval.Unsettled, approval.Consumed, approval.Expired,
+}
+
+// statusesWord is statuses as the bad-field message says them.
+func statusesWord() string {
+	w := ""
+	for i, st := range statuses {
+		switch {
+		case i == len(statuses)-1:
+			w += " or "
+		case i > 0:
+			w += ", "
+		}
+		w += string(st)
+	}
+	return w
 }
 
 func (h *Handler) listApprovals(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	status := q.Get("status")
-	if status != "" && !statuses[status] {
-		h.fail(w, r, badField("status", "want pending, approved, denied, consumed or expired"))
+	if status != "" && !slices.Contains(statuses, approval.Status(status)) {
+		h.fail(w, r, badField("status", "want "+statusesWord()))
 		return
 	}
 	list, err := h.b.ListApprovals(r.Context(), approval.Filter{Tenant: q.Get("tenant")})

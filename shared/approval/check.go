@@ -18,8 +18,12 @@ type Options struct {
 	TTL      time.Duration    // APPROVAL_TTL_SECS; 0 = one hour
 	Now      func() time.Time // nil = time.Now
 	Logger   *slog.Logger     // nil = slog.Default()
-	Audit    audit.Writer     // hold and consumption records; nil = log only
+	Audit    audit.Writer     // hold, consumption and settlement records; nil = log only
 	Notifier Notifier         // told of every new hold; nil = nobody
+	// Lease is how long after taking an approval its call should have
+	// been settled (Use.LeaseUntil): longer than any call's answer can
+	// take. 0 = DefaultLease.
+	Lease time.Duration
 	// PolicyHash is recorded on the approval's audit records.
 	PolicyHash string
 }
@@ -35,6 +39,9 @@ func New(st Store, o Options) *Check {
 	if o.TTL <= 0 {
 		o.TTL = time.Hour
 	}
+	if o.Lease <= 0 {
+		o.Lease = DefaultLease
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -43,6 +50,12 @@ func New(st Store, o Options) *Check {
 	}
 	return &Check{st: st, o: o}
 }
+
+// DefaultLease is Options.Lease's default: well past the longest answer
+// `aegis serve` waits for with the default settings (its write timeout,
+// (UPSTREAM_MAX_RETRIES+3) × UPSTREAM_TIMEOUT_SECS + 30 s = 80 s) and
+// Lambda's 29-second ceiling.
+const DefaultLease = 5 * time.Minute
 
 // maxRounds bounds Hold/Consume rounds when racing calls keep using up the
 // approval a call just found.
@@ -93,11 +106,15 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 		case Denied:
 			return refusal.Approval(tool, c.Server.Name, a.ID, refusal.ApprovalDenied)
 		case Approved:
-			used, err := k.st.ConsumeApproval(ctx, a, now)
+			// The use is stored before the call can be sent, and settled
+			// when it has ended (c.Finish): a crash in between leaves it
+			// running, never approved again.
+			u := Use{ID: NewID(), CorrelationID: c.CorrelationID, Started: now.UTC(), LeaseUntil: now.UTC().Add(k.o.Lease)}
+			used, err := k.st.ConsumeApproval(ctx, a, u, now)
 			switch {
 			case err == nil:
 				k.record(ctx, c, used, EventConsumed, "")
-				c.OnDone(func(o audit.Outcome) { k.giveBack(ctx, c, used, o) })
+				c.OnDone(func(o audit.Outcome) { k.settle(ctx, c, used, o) })
 				return nil
 			case errors.Is(err, store.ErrConflict):
 				// Another call used it up (or it just expired): hold this one afresh.
@@ -131,24 +148,41 @@ func displayTool(c *pipeline.Call) string {
 	return c.UpstreamTool
 }
 
-// giveBack returns a used approval when a check after this one, or the
-// idempotency ledger, refused the call: it was never sent, so it must not
-// cost the approver's decision. Calls that reached the upstream (answered,
-// failed or timed out) keep it used: they may have run.
-func (k *Check) giveBack(ctx context.Context, c *pipeline.Call, used Approval, o audit.Outcome) {
-	if o != audit.OutcomeRefused {
-		return
-	}
+// settle ends the use of an approval when its call has ended. A call that
+// a check after this one, or the idempotency ledger, refused was never
+// sent, so it must not cost the approver's decision: the approval is given
+// back. Calls that reached the upstream (answered, failed or timed out)
+// keep it used, with how they ended: they may have run.
+func (k *Check) settle(ctx context.Context, c *pipeline.Call, used Approval, o audit.Outcome) {
 	ctx = context.WithoutCancel(ctx)
-	back, err := k.st.ReleaseApproval(ctx, used, k.o.Now())
-	if err != nil {
-		// Expired meanwhile, or the store is away: the call is held afresh
-		// next time, which is the safe side.
+	out := Answered
+	switch o {
+	case audit.OutcomeRefused:
+		back, err := k.st.ReleaseApproval(ctx, used, k.o.Now())
+		if err == nil {
+			k.record(ctx, c, back, EventReleased, "")
+			return
+		}
+		// Expired or superseded meanwhile, or the store is away: the call
+		// is held afresh next time, which is the safe side; the use is
+		// settled as not sent.
 		k.o.Logger.WarnContext(ctx, "approval not given back after a refusal",
 			"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "approval_id", used.ID, "err", err)
+		out = NotSent
+	case audit.OutcomeError:
+		out = Failed
+	case audit.OutcomeIndeterminate:
+		out = Indeterminate
+	}
+	done, err := k.st.SettleApproval(ctx, used, out, k.o.Now())
+	if err != nil {
+		// It stays running, and shows as unsettled after its lease: an
+		// operator sees it, and it never runs again.
+		k.o.Logger.ErrorContext(ctx, "approval use not settled; it will show as unsettled",
+			"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "approval_id", used.ID, "outcome", string(out), "err", err)
 		return
 	}
-	k.record(ctx, c, back, EventReleased, "")
+	k.record(ctx, c, done, EventSettled, "")
 }
 
 // Event types of notifications and audit records.
@@ -156,13 +190,15 @@ const (
 	EventHeld     = "approval.held"
 	EventApproved = "approval.approved"
 	EventDenied   = "approval.denied"
-	EventConsumed = "approval.consumed"
+	EventConsumed = "approval.consumed" // taken by a call, before it was sent
+	EventSettled  = "approval.settled"  // the call that took it ended (detail: outcome=)
 	EventReleased = "approval.released" // given back: the call was refused after consuming it
 )
 
 // Record is the audit record of an approval event: method "approval.held",
-// "approval.approved", "approval.denied" or "approval.consumed", with the
-// approval id, who decided and why in Detail.
+// "approval.approved", "approval.denied", "approval.consumed",
+// "approval.settled" or "approval.released", with the approval id, who
+// decided and why, and a settled use's outcome in Detail.
 func Record(a Approval, event, by, reason, correlationID, policyHash string, now time.Time) audit.Record {
 	r := audit.Record{
 		Time:          now.UTC(),
@@ -184,6 +220,9 @@ func Record(a Approval, event, by, reason, correlationID, policyHash string, now
 		r.Word = string(refusal.ApprovalRequired)
 	default:
 		r.Outcome = audit.OutcomeAllowed
+	}
+	if event == EventSettled && a.Use != nil {
+		r.Detail += " outcome=" + string(a.Use.Outcome)
 	}
 	if by != "" {
 		r.Detail += " by=" + quoteDetail(by)
