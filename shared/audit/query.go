@@ -43,8 +43,10 @@ type JSONWriter struct {
 // NewJSONWriter returns a writer of JSON lines to w.
 func NewJSONWriter(w io.Writer) *JSONWriter { return &JSONWriter{w: w} }
 
-// Encode returns r as the writer writes it, without the newline.
+// Encode returns r as the writer writes it, without the newline: Bounded,
+// its long fields cut with a marker.
 func Encode(r Record) ([]byte, error) {
+	r = r.Bounded()
 	r.Time = r.Time.UTC()
 	return json.Marshal(r)
 }

@@ -28,8 +28,11 @@ import (
 // Writes are conditional on attribute_not_exists(sk) (a record is written
 // once; a collision of the random suffix is an error, never an overwrite).
 
-// AuditItem is r as the audit table stores it (also the golden-file form).
+// AuditItem is r as the audit table stores it (also the golden-file form):
+// r.Bounded(), its long fields cut with a marker, so that no record nears
+// DynamoDB's 400 KB item limit.
 func AuditItem(r audit.Record, retention time.Duration, suffix string) Item {
+	r = r.Bounded()
 	r.Time = r.Time.UTC()
 	it := Key(r.Tenant, r.Time.Format(audit.SortTimeLayout)+"#"+KeyPart(r.CorrelationID)+"#"+suffix)
 	it[AttrTTL] = TTL(r.Time.Add(retention))

@@ -14,6 +14,10 @@
 // frees the key: the retry goes upstream again carrying the same key, in
 // the Idempotency-Key header and params._meta, so an upstream that honours
 // keys can recognise it.
+//
+// An answer over MaxAnswerBytes is not kept: the ledger records that the
+// call completed, without its answer, and a retry with the key is refused
+// with -32602 (NotKeptMessage) instead of running the call again.
 package idempotency
 
 import (
@@ -37,11 +41,27 @@ const MetaKey = "idempotencyKey"
 // MaxKeyLen bounds a client's key.
 const MaxKeyLen = 255
 
-// Record is one ledger entry.
+// MaxAnswerBytes caps the answer (result or JSON-RPC error object) the
+// ledger keeps for a retry: 256 KiB, the size of a large tool result
+// (a page of text, a small image) and well inside a DynamoDB item (400
+// KB). A larger answer is still returned to the call that got it; the
+// ledger keeps only that the call completed (a done Record without Result
+// or Error), and a retry with the same key and params gets -32602 with
+// NotKeptMessage: the call is not run twice, and the client knows to use a
+// new key to run it again.
+const MaxAnswerBytes = 256 << 10
+
+// NotKeptMessage is the -32602 message of a retry whose answer was not
+// kept.
+const NotKeptMessage = "Invalid params: the call with this Idempotency-Key completed, but its answer was larger than the ledger keeps (262144 bytes) and cannot be replayed; use a new key to run the call again"
+
+// Record is one ledger entry. A Done record with neither Result nor Error
+// is a call whose answer was over MaxAnswerBytes (an upstream answer always
+// has one of them).
 type Record struct {
 	ParamsHash string
 	Holder     string    // the call that claimed the key
-	Done       bool      // the answer is recorded
+	Done       bool      // the call completed (its answer recorded, unless over MaxAnswerBytes)
 	Result     []byte    // the upstream's result, when Done and not an error
 	Error      []byte    // the upstream's JSON-RPC error object, when Done
 	Expires    time.Time // pending: the claim's lease; done: end of retention
@@ -142,13 +162,19 @@ func (l *Ledger) Begin(ctx context.Context, tenant, key, hash, holder string) (*
 		return nil, refusal.New(refusal.InvalidParams, "Invalid params: Idempotency-Key was already used with different params"), nil
 	case !got.Done:
 		return nil, refusal.New(refusal.UpstreamUnavailable, "Upstream unavailable: a call with this Idempotency-Key is still in flight; retry later with the same key"), nil
+	case got.Result == nil && got.Error == nil:
+		return nil, refusal.New(refusal.InvalidParams, NotKeptMessage).With("answer_cap_bytes", MaxAnswerBytes), nil
 	}
 	c.Replay, c.Result, c.ErrObj = true, got.Result, got.Error
 	return c, nil, nil
 }
 
-// Complete records the upstream's answer (result or JSON-RPC error object).
+// Complete records the upstream's answer (result or JSON-RPC error
+// object); over MaxAnswerBytes, only that the call completed.
 func (c *Claim) Complete(ctx context.Context, result, errObj []byte) error {
+	if len(result)+len(errObj) > MaxAnswerBytes {
+		result, errObj = nil, nil
+	}
 	r := Record{ParamsHash: c.hash, Holder: c.holder, Done: true, Result: result, Error: errObj, Expires: c.l.o.Now().Add(c.l.o.Retention)}
 	err := c.l.o.Store.CompleteKey(ctx, c.tenant, c.key, c.holder, r)
 	if errors.Is(err, store.ErrConflict) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -17,8 +18,8 @@ import (
 const DefaultAuditRetention = 90 * 24 * time.Hour
 
 // MaxAuditRecords is how many audit records the embedded store keeps per
-// tenant; older ones are dropped first. DynamoDB keeps everything until
-// its TTL.
+// tenant, with at most MaxAuditBytes of them; older ones are dropped first.
+// DynamoDB keeps everything until its TTL.
 const MaxAuditRecords = 10000
 
 type auditLog struct {
@@ -27,11 +28,13 @@ type auditLog struct {
 	retention time.Duration
 	now       func() time.Time
 	byTenant  map[string][]auditRec // sorted by sort key
+	bytes     map[string]int        // per tenant: the sum of its records' sizes
 }
 
 type auditRec struct {
-	sk string
-	r  audit.Record
+	sk   string
+	r    audit.Record
+	size int
 }
 
 // SetAuditRetention sets how long audit records stay readable (the
@@ -60,19 +63,25 @@ func auditSortKey(t time.Time, seq int64) string {
 	return t.UTC().Format(audit.SortTimeLayout) + "#" + strconv.FormatInt(1e15+seq, 10)
 }
 
-// Write implements audit.Writer.
+// Write implements audit.Writer. The record is kept Bounded: its long
+// fields cut, with a marker.
 func (s *Store) Write(_ context.Context, r audit.Record) error {
 	if r.Tenant == "" {
 		return errors.New("memstore: audit record without tenant")
 	}
+	r = r.Bounded()
+	r.Degraded = slices.Clone(r.Degraded)
 	a := &s.audit
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.byTenant == nil {
 		a.byTenant = map[string][]auditRec{}
+		a.bytes = map[string]int{}
 	}
 	a.seq++
 	rec := auditRec{sk: auditSortKey(r.Time, a.seq), r: r}
+	rec.size = len(rec.sk) + r.Size()
+	bytes := a.bytes[r.Tenant] + rec.size
 	l := a.byTenant[r.Tenant]
 	i := sort.Search(len(l), func(i int) bool { return l[i].sk > rec.sk })
 	l = append(l, auditRec{})
@@ -85,13 +94,24 @@ func (s *Store) Write(_ context.Context, r audit.Record) error {
 		drop++
 	}
 	// Bound memory: the embedded store keeps the newest MaxAuditRecords
-	// per tenant (a long `aegis serve` run must not grow without limit).
-	if n := len(l) - drop; n > MaxAuditRecords {
-		drop += n - MaxAuditRecords
+	// per tenant, at most MaxAuditBytes of them (a long `aegis serve` run
+	// must not grow without limit).
+	if n := len(l) - drop; n > s.bounds.auditRecords {
+		drop += n - s.bounds.auditRecords
+	}
+	for i := range drop {
+		bytes -= l[i].size
+	}
+	for drop < len(l)-1 && bytes > s.bounds.auditBytes {
+		bytes -= l[drop].size
+		drop++
 	}
 	// Reslicing keeps the dropped head in the array until append next grows
-	// it; the growth copies only live records, so memory stays bounded.
+	// it; clearing it lets its records go now, and the growth copies only
+	// live records, so memory stays bounded.
+	clear(l[:drop])
 	a.byTenant[r.Tenant] = l[drop:]
+	a.bytes[r.Tenant] = bytes
 	return nil
 }
 

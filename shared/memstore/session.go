@@ -1,7 +1,9 @@
 package memstore
 
 import (
+	"container/list"
 	"context"
+	"errors"
 	"maps"
 	"time"
 
@@ -9,81 +11,151 @@ import (
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
-type sessionRec = session.Record
-
 func sessionKey(tenant, id string) string { return tenant + "\x00" + id }
 
-// sessionSweep forgets expired sessions, which DynamoDB's TTL does for the
-// other store: every sweepEvery creations (counters.go), the records
-// expired under the session limits (SetSessionLimits, else those the last
-// Touch used) at the latest time the store has seen (a Touch, or the
-// creation time of a new record) are dropped, so that a client minting a
-// session per call cannot grow the process without end.
-type sessionSweep struct {
-	creates int
-	limits  session.Limits
-	now     time.Time
+// sessionTable is the gateway sessions, under Store.mu: a map, and a list
+// of the same entries from the least recently seen to the most (Create and
+// a successful Touch move an entry to the back). The store forgets
+// sessions by itself, as DynamoDB's TTL does for the other store:
+//
+//   - expired: each Create first sweeps the front of the list while its
+//     entries are expired under the session limits (SetSessionLimits, else
+//     those the last Touch used) at the latest time the store has seen (a
+//     Touch, or the creation time of a new record). Idle expiry follows
+//     the list's order, so this is amortised O(1); a session past its
+//     lifetime but still in use goes when it idles or reaches a cap.
+//   - over a cap: past MaxSessions or MaxSessionBytes the front entry, the
+//     session seen least recently, is forgotten, expired or not. Its
+//     client then gets the session error and opens a new one.
+//
+// Every session forgotten so, if it holds upstream sessions, is handed to
+// the OnSessionEnd hook (sweep.go) so that they are ended too. A session
+// deleted with Delete is not: its deleter ends them (the gateway's DELETE
+// does).
+type sessionTable struct {
+	m      map[string]*sessionEntry
+	lru    list.List // of *sessionEntry, least recently seen first
+	bytes  int
+	limits session.Limits
+	now    time.Time
 }
+
+type sessionEntry struct {
+	key  string
+	rec  session.Record
+	size int
+	elem *list.Element
+}
+
+// sessionOverhead is a record's fixed part in memory (times, string and
+// map headers, the map and list entries), rounded up.
+const sessionOverhead = 320
+
+func sessionSize(key string, r session.Record) int {
+	n := sessionOverhead + len(key) + len(r.ID) + len(r.Tenant) + len(r.Caller) + len(r.Protocol)
+	for k, v := range r.Upstream {
+		n += 64 + len(k) + len(v)
+	}
+	return n
+}
+
+// errUpstreamIDTooLong refuses an upstream session over MaxUpstreamIDBytes.
+var errUpstreamIDTooLong = errors.New("memstore: upstream session id longer than 1024 bytes; not kept")
 
 // SetSessionLimits tells the store the session limits in force, so that it
 // can forget expired sessions before any of them is touched.
 func (s *Store) SetSessionLimits(l session.Limits) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sweep.limits = l
+	s.sessions.limits = l
 }
 
 // Create implements session.Store.
 func (s *Store) Create(_ context.Context, r session.Record) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	k := sessionKey(r.Tenant, r.ID)
-	if _, ok := s.sessions[k]; ok {
+	r.Upstream = maps.Clone(r.Upstream)
+	e := &sessionEntry{key: k, rec: r, size: sessionSize(k, r)}
+	var gone []session.Record
+	s.mu.Lock()
+	t := &s.sessions
+	if _, ok := t.m[k]; ok {
+		s.mu.Unlock()
 		return store.ErrConflict
 	}
-	if r.Created.After(s.sweep.now) {
-		s.sweep.now = r.Created
+	if r.Created.After(t.now) {
+		t.now = r.Created
 	}
-	if s.sweep.creates++; s.sweep.creates%sweepEvery == 0 && s.sweep.limits != (session.Limits{}) {
-		for key, old := range s.sessions {
-			if s.sweep.limits.Expired(old, s.sweep.now) {
-				delete(s.sessions, key)
+	if t.limits != (session.Limits{}) {
+		for f := t.lru.Front(); f != nil; f = t.lru.Front() {
+			old := f.Value.(*sessionEntry)
+			if !t.limits.Expired(old.rec, t.now) {
+				break
 			}
+			gone = t.forget(old, gone)
 		}
 	}
-	r.Upstream = maps.Clone(r.Upstream)
-	s.sessions[k] = r
+	for len(t.m) > 0 && (len(t.m)+1 > s.bounds.sessions || t.bytes+e.size > s.bounds.sessionBytes) {
+		gone = t.forget(t.lru.Front().Value.(*sessionEntry), gone)
+	}
+	e.elem = t.lru.PushBack(e)
+	t.m[k] = e
+	t.bytes += e.size
+	s.mu.Unlock()
+	s.ended(gone...)
 	return nil
+}
+
+// forget drops e, adding its record to gone when it holds upstream
+// sessions that are still to be ended.
+func (t *sessionTable) forget(e *sessionEntry, gone []session.Record) []session.Record {
+	t.lru.Remove(e.elem)
+	delete(t.m, e.key)
+	t.bytes -= e.size
+	if len(e.rec.Upstream) > 0 {
+		gone = append(gone, e.rec)
+	}
+	return gone
 }
 
 // Touch implements session.Store.
 func (s *Store) Touch(_ context.Context, tenant, id string, now time.Time, l session.Limits) (session.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.sweep.limits = l
-	if now.After(s.sweep.now) {
-		s.sweep.now = now
+	t := &s.sessions
+	t.limits = l
+	if now.After(t.now) {
+		t.now = now
 	}
-	k := sessionKey(tenant, id)
-	r, ok := s.sessions[k]
-	if !ok || l.Expired(r, now) {
+	e, ok := t.m[sessionKey(tenant, id)]
+	if !ok || l.Expired(e.rec, now) {
 		return session.Record{}, store.ErrNotFound
 	}
-	r.LastSeen = now
-	s.sessions[k] = r
+	e.rec.LastSeen = now
+	t.lru.MoveToBack(e.elem)
+	r := e.rec
 	r.Upstream = maps.Clone(r.Upstream)
 	return r, nil
 }
 
-// SetUpstream implements session.Store.
+// SetUpstream implements session.Store. An upstream session over
+// MaxUpstreamIDBytes is refused (an error; nothing is kept). One recorded
+// for a session the store no longer has is handed to the OnSessionEnd hook
+// to be ended: its gateway session was forgotten while the call was out.
 func (s *Store) SetUpstream(_ context.Context, tenant, id, server, upstreamID string) error {
+	if len(upstreamID) > MaxUpstreamIDBytes {
+		return errUpstreamIDTooLong
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := sessionKey(tenant, id)
-	r, ok := s.sessions[k]
+	t := &s.sessions
+	e, ok := t.m[sessionKey(tenant, id)]
 	if !ok {
+		s.mu.Unlock()
+		if upstreamID != "" {
+			s.ended(session.Record{ID: id, Tenant: tenant, Upstream: map[string]string{server: upstreamID}})
+		}
 		return store.ErrNotFound
 	}
+	r := &e.rec
 	if r.Upstream == nil {
 		r.Upstream = map[string]string{}
 	}
@@ -92,7 +164,10 @@ func (s *Store) SetUpstream(_ context.Context, tenant, id, server, upstreamID st
 	} else {
 		r.Upstream[server] = upstreamID
 	}
-	s.sessions[k] = r
+	t.bytes -= e.size
+	e.size = sessionSize(e.key, *r)
+	t.bytes += e.size
+	s.mu.Unlock()
 	return nil
 }
 
@@ -100,7 +175,9 @@ func (s *Store) SetUpstream(_ context.Context, tenant, id, server, upstreamID st
 func (s *Store) Delete(_ context.Context, tenant, id string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.sessions, sessionKey(tenant, id))
+	if e, ok := s.sessions.m[sessionKey(tenant, id)]; ok {
+		s.sessions.forget(e, nil)
+	}
 	return nil
 }
 

@@ -3,8 +3,9 @@
 // optional server) and refuses params that a lenient upstream could read
 // otherwise than the gateway does: not an object, a duplicate key, a
 // member spelt with other letter case, a name that is not a string,
-// arguments that are not an object, a server that disagrees with the path.
-// It needs no store, so it cannot fail to decide.
+// arguments that are not an object, a server that disagrees with the path,
+// a name or server longer than MaxNameBytes. It needs no store, so it
+// cannot fail to decide.
 package params
 
 import (
@@ -12,10 +13,20 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
 )
+
+// MaxNameBytes caps the tool name and the server a tools/call names (in
+// params or in /mcp/{server}). MCP tool names are short (the specification
+// asks for 1 to 128 characters; server names are at most 63, see
+// docs/design/names.md), and what this check fills in keys the rate
+// windows and is kept in the audit record: a longer name is refused with
+// -32602, and the call carries it cut to this many bytes with a marker
+// (audit.Cut), so that no later check, store key or record holds it whole.
+const MaxNameBytes = 256
 
 // Check is the params check; the zero value is ready to use.
 type Check struct{}
@@ -44,6 +55,10 @@ func (Check) Resolves() {}
 
 // read sets c.Tool and c.RequestedServer from c.Params, or refuses.
 func read(c *pipeline.Call) *refusal.Refusal {
+	if len(c.RequestedServer) > MaxNameBytes { // from /mcp/{server}
+		c.RequestedServer = audit.Cut(c.RequestedServer, MaxNameBytes)
+		return tooLong("server in the path")
+	}
 	if len(c.Params) == 0 || c.Params[0] != '{' {
 		return refusal.New(refusal.InvalidParams, "Invalid params: tools/call needs an object with a name")
 	}
@@ -65,6 +80,10 @@ func read(c *pipeline.Call) *refusal.Refusal {
 	if !ok || name == "" {
 		return refusal.New(refusal.InvalidParams, `Invalid params: "name" must be a non-empty string`)
 	}
+	if len(name) > MaxNameBytes {
+		c.Tool = audit.Cut(name, MaxNameBytes)
+		return tooLong(`"name"`)
+	}
 	c.Tool = name
 	if args := jsonrpc.Member(c.Params, "arguments"); args != nil && args[0] != '{' && string(args) != "null" {
 		return refusal.New(refusal.InvalidParams, `Invalid params: "arguments" must be an object`)
@@ -74,12 +93,23 @@ func read(c *pipeline.Call) *refusal.Refusal {
 		if !ok {
 			return refusal.New(refusal.InvalidParams, `Invalid params: "server" must be a string`)
 		}
+		if len(srv) > MaxNameBytes {
+			if c.RequestedServer == "" {
+				c.RequestedServer = audit.Cut(srv, MaxNameBytes)
+			}
+			return tooLong(`"server"`)
+		}
 		if c.RequestedServer != "" && srv != c.RequestedServer {
 			return refusal.New(refusal.InvalidParams, `Invalid params: "server" differs from the server in the path`)
 		}
 		c.RequestedServer = srv
 	}
 	return nil
+}
+
+// tooLong is the -32602 refusal of a name over MaxNameBytes.
+func tooLong(what string) *refusal.Refusal {
+	return refusal.New(refusal.InvalidParams, "Invalid params: "+what+" is longer than "+strconv.Itoa(MaxNameBytes)+" bytes")
 }
 
 // callMembers are the tools/call params members the gateway reads, by their

@@ -6,17 +6,58 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/ratelimit"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/session"
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
+// MaxNewSessionsPerMinute is the ceiling on sessions one API key opens per
+// UTC minute: initialize, and every call sent without a session id, opens
+// one. The next is refused -32004 RATE_LIMITED with data scope
+// ScopeNewSession, limit and retry_after_ms, before any other check counts
+// anything; calls on an existing session are not affected. It is counted
+// in the rate limiter's Counter (the same store windows, on both stores)
+// under NewSessionKey. 600 a minute is five times the default per-session
+// rate limit, which also counts the calls of a key that sends no session
+// id: a client that never reuses its session meets that limit first. The
+// ceiling bounds what one key can make the store keep: at most 600 new
+// sessions a minute, each kept until it has been idle for
+// SESSION_IDLE_SECS (docs/design/bounds.md).
+const MaxNewSessionsPerMinute = 600
+
+// ScopeNewSession is the scope of the -32004 refusal at the ceiling.
+const ScopeNewSession = "new_session"
+
+// MaxIDBytes caps the session id a client sends. The gateway's ids are 32
+// hex digits (NewID); a longer one cannot be a session, and is refused as
+// an unknown one with the call carrying it cut (audit.Cut), so that no
+// later check's store key and no audit record holds it whole.
+const MaxIDBytes = 128
+
+// NewSessionKey is the counter of the sessions key opened in the UTC
+// minute that contains now (the rate limiter's key layout, prefix "sm").
+func NewSessionKey(tenant, key string, now time.Time) string {
+	return "sm#" + tenant + "#" + key + "#" + strconv.FormatInt(now.UTC().Truncate(ratelimit.Window).Unix(), 10)
+}
+
+// Store is what the check needs: the sessions, and the rate limiter's
+// Counter for the ceiling on new sessions. backend.Backend is one.
+type Store interface {
+	session.Store
+	ratelimit.Counter
+}
+
 // Check is the pipeline's "session" slot. A call without a session id gets
-// a new session; a known, unexpired one is touched (one store operation);
+// a new session, within the key's MaxNewSessionsPerMinute; a known,
+// unexpired one is touched (one store operation);
 // anything else — including a session opened by another caller — is the
 // -32603 session error. Over MCP (/mcp) a session must have been opened by
 // initialize (which always mints one): no Mcp-Session-Id is -32600. When the store cannot be reached
@@ -24,16 +65,23 @@ import (
 // state (the upstream is initialized afresh), and its stage fails open:
 // sessions are not an access control (the API key is), and a DynamoDB
 // outage must not stop every tool call — the same choice the seed makes
-// for the rate limiter.
+// for the rate limiter. A ceiling counter that cannot be reached lets the
+// session be opened the same way.
 type Check struct {
-	store  session.Store
+	store  Store
 	limits session.Limits
 	now    func() time.Time
 	log    *slog.Logger
 }
 
-// NewCheck returns the session check.
-func New(s session.Store, l session.Limits, now func() time.Time, log *slog.Logger) *Check {
+// New returns the session check.
+func New(s Store, l session.Limits, now func() time.Time, log *slog.Logger) *Check {
+	if now == nil {
+		now = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
 	return &Check{store: s, limits: l, now: now, log: log}
 }
 
@@ -53,16 +101,12 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 			return refusal.New(refusal.InvalidRequest, "Invalid request: Mcp-Session-Id header is required; send initialize first")
 		}, nil
 	}
+	if len(c.SessionID) > MaxIDBytes {
+		c.SessionID = audit.Cut(c.SessionID, MaxIDBytes)
+		return func() error { return refusal.Session() }, nil
+	}
 	if c.SessionID == "" {
-		r := session.Record{ID: NewID(), Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
-		c.SessionID, c.NewSession = r.ID, true
-		var err error
-		wait := c.Async(func() { err = k.store.Create(ctx, r) })
-		return func() error {
-			wait()
-			c.Session = r
-			return err // not stored: the stage fails open
-		}, nil
+		return k.mint(ctx, c, now), nil
 	}
 	var res struct {
 		r   session.Record
@@ -87,6 +131,64 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		c.Session = res.r
 		return nil
 	}, nil
+}
+
+// mint opens a session for c within its key's ceiling. In process the
+// ceiling is counted first and nothing is stored when it refuses; against
+// a remote store the count and the write overlap (one round trip, as for
+// a call on an existing session), and a session written for a call the
+// ceiling refuses is deleted again.
+func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) func() error {
+	r := session.Record{ID: NewID(), Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
+	c.SessionID, c.NewSession = r.ID, true
+	owner := c.KeyID
+	if owner == "" {
+		owner = "caller:" + c.Caller
+	}
+	key := NewSessionKey(c.Tenant.ID, owner, now)
+	end := now.UTC().Truncate(ratelimit.Window).Add(ratelimit.Window)
+	var (
+		counted         bool
+		countErr, err   error
+		created         bool
+		countWait, wait func()
+	)
+	count := func() {
+		_, counted, countErr = k.store.Incr(ctx, key, MaxNewSessionsPerMinute, end)
+	}
+	create := func() {
+		err = k.store.Create(ctx, r)
+		created = err == nil
+	}
+	if c.Inline {
+		count()
+		if counted || countErr != nil {
+			create()
+		}
+		countWait, wait = func() {}, func() {}
+	} else {
+		countWait, wait = c.Async(count), c.Async(create)
+	}
+	return func() error {
+		countWait()
+		wait()
+		if countErr == nil && !counted {
+			if created {
+				if derr := k.store.Delete(context.WithoutCancel(ctx), r.Tenant, r.ID); derr != nil {
+					k.log.WarnContext(ctx, "session over the ceiling not deleted; it expires", "err", derr)
+				}
+			}
+			c.SessionID, c.NewSession = "", false
+			retry := max(end.Sub(now).Milliseconds(), 1)
+			return refusal.New(refusal.RateLimited, fmt.Sprintf("Rate limit exceeded: %d new sessions per minute per API key; send X-Session-ID (or Mcp-Session-Id) to continue a session", MaxNewSessionsPerMinute)).
+				With("scope", ScopeNewSession).With("limit", MaxNewSessionsPerMinute).With("retry_after_ms", retry)
+		}
+		c.Session = r
+		if err != nil {
+			return err // not stored: the stage fails open
+		}
+		return countErr // not counted: the stage fails open
+	}
 }
 
 // NewID returns a new session id: 128 random bits, hex.

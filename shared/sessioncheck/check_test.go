@@ -1,0 +1,98 @@
+package sessioncheck_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/memstore"
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/sessioncheck"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func mintCall(key string, inline bool) *pipeline.Call {
+	return &pipeline.Call{Tenant: registry.Tenant{ID: "acme"}, Caller: "agent", KeyID: key, Method: "tools/call", Inline: inline}
+}
+
+// One API key opens at most MaxNewSessionsPerMinute sessions a minute; the
+// next is refused -32004 with scope new_session and nothing is kept for
+// it. Another key, the next minute and calls on an existing session are
+// not affected. In process and against a remote store (Inline false: the
+// count and the write overlap, and the write is taken back).
+func TestNewSessionCeiling(t *testing.T) {
+	for _, inline := range []bool{true, false} {
+		name := map[bool]string{true: "in process", false: "remote"}[inline]
+		t.Run(name, func(t *testing.T) {
+			st := memstore.New()
+			now := time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)
+			k := sessioncheck.New(st, session.Limits{Lifetime: time.Hour, Idle: time.Hour}, func() time.Time { return now }, quiet)
+			ctx := context.Background()
+			var first string
+			for i := range sessioncheck.MaxNewSessionsPerMinute {
+				c := mintCall("k1", inline)
+				if err := k.Check(ctx, c); err != nil {
+					t.Fatalf("session %d: %v", i+1, err)
+				}
+				if i == 0 {
+					first = c.SessionID
+				}
+			}
+			c := mintCall("k1", inline)
+			err := k.Check(ctx, c)
+			var ref *refusal.Refusal
+			if !errors.As(err, &ref) || ref.Code != refusal.CodeRateLimited {
+				t.Fatalf("session %d: %v; want -32004", sessioncheck.MaxNewSessionsPerMinute+1, err)
+			}
+			if ref.Fields["scope"] != sessioncheck.ScopeNewSession || ref.Fields["limit"] != sessioncheck.MaxNewSessionsPerMinute || ref.Fields["retry_after_ms"] != int64(30000) {
+				t.Errorf("refusal data = %v", ref.Fields)
+			}
+			if c.SessionID != "" || c.Session.ID != "" || c.NewSession {
+				t.Errorf("refused call carries session %q", c.SessionID)
+			}
+			if n := st.Usage().Sessions; n != sessioncheck.MaxNewSessionsPerMinute {
+				t.Errorf("%d sessions stored; want %d (none for the refused call)", n, sessioncheck.MaxNewSessionsPerMinute)
+			}
+			// An existing session goes on.
+			old := mintCall("k1", inline)
+			old.SessionID = first
+			if err := k.Check(ctx, old); err != nil {
+				t.Errorf("call on an existing session: %v", err)
+			}
+			// Another key has its own ceiling.
+			if err := k.Check(ctx, mintCall("k2", inline)); err != nil {
+				t.Errorf("another key: %v", err)
+			}
+			// The next minute, the key may open sessions again.
+			now = now.Add(30 * time.Second)
+			if err := k.Check(ctx, mintCall("k1", inline)); err != nil {
+				t.Errorf("the next minute: %v", err)
+			}
+		})
+	}
+}
+
+// A session id longer than MaxIDBytes is an unknown session, and the call
+// carries it cut, for the checks after this one and the audit record.
+func TestLongSessionID(t *testing.T) {
+	st := memstore.New()
+	k := sessioncheck.New(st, session.Limits{}, time.Now, quiet)
+	c := mintCall("k1", true)
+	c.SessionID = strings.Repeat("s", 1<<20)
+	err := k.Check(context.Background(), c)
+	var ref *refusal.Refusal
+	if !errors.As(err, &ref) || ref.Word != refusal.SessionError {
+		t.Fatalf("err = %v; want the session error", err)
+	}
+	if want := strings.Repeat("s", sessioncheck.MaxIDBytes) + "…[cut 1048448 bytes]"; c.SessionID != want {
+		t.Errorf("call carries a session id of %d bytes; want %d", len(c.SessionID), len(want))
+	}
+}
