@@ -17,11 +17,18 @@ import (
 
 	"github.com/aegis-gw/aegis/shared/admin"
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/display"
 	"github.com/aegis-gw/aegis/shared/registry"
 )
 
 // The operator CLI: `aegis admin SUBCOMMAND` against a gateway's admin API.
 // Tables by default, --json for scripts. docs/admin.md lists every command.
+//
+// Every string the CLI prints came from the API and may have been written
+// by an agent (a tool name, a caller, a detail) or a tenant: each table
+// cell and message goes through cell (display.Text), so that no control or
+// invisible character reaches the operator's terminal, and --json output
+// through display.JSON, which escapes them inside the JSON strings.
 
 // cliOut and cliErr are where the CLI writes (tests replace them).
 var (
@@ -146,16 +153,16 @@ func (c *cli) do(method, path string, body any, out any) ([]byte, error) {
 // finish prints raw JSON (--json) or the table, and maps errors to exit codes.
 func (c *cli) finish(raw []byte, err error, table func(w io.Writer)) int {
 	if err != nil {
-		fmt.Fprintln(cliErr, "aegis admin:", err)
+		fmt.Fprintln(cliErr, "aegis admin:", cell(err.Error()))
 		return 1
 	}
 	if *c.json {
 		var buf bytes.Buffer
 		if json.Indent(&buf, raw, "", "  ") != nil {
-			buf.Reset()
-			buf.Write(raw)
+			fmt.Fprintln(cliOut, cell(strings.TrimSpace(string(raw)))) // not JSON: one escaped line
+			return 0
 		}
-		fmt.Fprintln(cliOut, strings.TrimSpace(buf.String()))
+		fmt.Fprintln(cliOut, strings.TrimSpace(string(display.JSON(buf.Bytes()))))
 		return 0
 	}
 	tw := tabwriter.NewWriter(cliOut, 0, 4, 2, ' ', 0)
@@ -175,6 +182,11 @@ func ts(t time.Time) string {
 	}
 	return t.UTC().Format(time.RFC3339)
 }
+
+// cell is s as a table cell or a message shows it: every control and
+// invisible character spelled out (display.Text), so that a cell is one
+// line, holds no tab and cannot drive the terminal.
+func cell(s string) string { return display.Text(s) }
 
 func or(s, dflt string) string {
 	if s == "" {
@@ -215,7 +227,7 @@ func cmdApprovals(args []string) int {
 		return c.finish(raw, err, func(w io.Writer) {
 			fmt.Fprintln(w, "ID\tSTATUS\tTENANT\tCALLER\tSERVER\tTOOL\tCREATED\tEXPIRES\tPARAMS")
 			for _, a := range out.Approvals {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, a.Status, a.Tenant, a.Caller, a.Server, a.Tool, ts(a.Created), ts(a.Expires), a.Params)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(a.ID), cell(string(a.Status)), cell(a.Tenant), cell(a.Caller), cell(a.Server), cell(a.Tool), ts(a.Created), ts(a.Expires), cell(string(a.Params)))
 			}
 		})
 	case "approve", "deny":
@@ -230,7 +242,7 @@ func cmdApprovals(args []string) int {
 		var a admin.ApprovalItem
 		raw, err := c.do(http.MethodPost, "/admin/v1/approvals/"+esc(c.args[0])+"/"+args[0], admin.DecisionRequest{Reason: *reason, By: *by}, &a)
 		return c.finish(raw, err, func(w io.Writer) {
-			fmt.Fprintf(w, "approval %s is %s (by %s)\n", a.ID, a.Status, a.DecidedBy)
+			fmt.Fprintf(w, "approval %s is %s (by %s)\n", cell(a.ID), cell(string(a.Status)), cell(a.DecidedBy))
 		})
 	}
 	return usageErr("approvals: unknown subcommand %q", args[0])
@@ -260,7 +272,7 @@ func cmdTools(args []string) int {
 		return c.finish(raw, err, func(w io.Writer) {
 			fmt.Fprintln(w, "SERVER\tTOOL\tREASON\tBY\tAT")
 			for _, s := range out.Stops {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.Server, or(s.Tool, "(all tools)"), or(s.Reason, "-"), s.By, ts(s.At))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", cell(s.Server), or(cell(s.Tool), "(all tools)"), or(cell(s.Reason), "-"), cell(s.By), ts(s.At))
 			}
 		})
 	}
@@ -268,17 +280,17 @@ func cmdTools(args []string) int {
 		return usageErr("tools %s: --server is required", args[0])
 	}
 	path := "/admin/v1/tenants/" + esc(*tenant) + "/servers/" + esc(*server)
-	what := "server " + *server
+	what := "server " + cell(*server)
 	if *tool != "" {
 		path += "/tools/" + esc(*tool)
-		what = "tool " + *tool + " on " + *server
+		what = "tool " + cell(*tool) + " on " + cell(*server)
 	}
 	raw, err := c.do(http.MethodPost, path+"/"+args[0], admin.StopRequest{Reason: *reason, By: *by}, nil)
 	return c.finish(raw, err, func(w io.Writer) {
 		if args[0] == "stop" {
-			fmt.Fprintf(w, "stopped %s for tenant %s\n", what, *tenant)
+			fmt.Fprintf(w, "stopped %s for tenant %s\n", what, cell(*tenant))
 		} else {
-			fmt.Fprintf(w, "resumed %s for tenant %s\n", what, *tenant)
+			fmt.Fprintf(w, "resumed %s for tenant %s\n", what, cell(*tenant))
 		}
 	})
 }
@@ -301,7 +313,7 @@ func cmdTenants(args []string) int {
 		return c.finish(raw, err, func(w io.Writer) {
 			fmt.Fprintln(w, "ID\tTIER\tWEBHOOK\tCREATED")
 			for _, t := range out.Tenants {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.ID, t.Tier, or(t.WebhookURL, "-"), ts(t.Created))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", cell(t.ID), cell(string(t.Tier)), or(cell(t.WebhookURL), "-"), ts(t.Created))
 			}
 		})
 	case "create":
@@ -317,7 +329,7 @@ func cmdTenants(args []string) int {
 		}
 		var t registry.Tenant
 		raw, err := c.do(http.MethodPost, "/admin/v1/tenants", admin.TenantRequest{ID: c.args[0], Tier: *tier, RefusalShape: *shape, WebhookURL: *hook, WebhookSecretRef: *hookRef}, &t)
-		return c.finish(raw, err, func(w io.Writer) { fmt.Fprintf(w, "created tenant %s (%s)\n", t.ID, t.Tier) })
+		return c.finish(raw, err, func(w io.Writer) { fmt.Fprintf(w, "created tenant %s (%s)\n", cell(t.ID), cell(string(t.Tier))) })
 	}
 	return usageErr("tenants: want list or create ID")
 }
@@ -350,14 +362,14 @@ func cmdServers(args []string) int {
 			for _, s := range out.Servers {
 				cred, appr := "-", []string{}
 				if s.Credential != nil {
-					cred = s.Credential.Header + " from " + s.Credential.Ref
+					cred = cell(s.Credential.Header) + " from " + cell(s.Credential.Ref)
 				}
 				for name, set := range s.Tools {
 					if set.RequiresApproval {
-						appr = append(appr, name)
+						appr = append(appr, cell(name))
 					}
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.Name, s.URL, cred, or(strings.Join(appr, ","), "-"))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", cell(s.Name), cell(s.URL), cred, or(strings.Join(appr, ","), "-"))
 			}
 		})
 	case "add":
@@ -385,7 +397,9 @@ func cmdServers(args []string) int {
 		}
 		var s registry.Server
 		raw, err := c.do(http.MethodPost, "/admin/v1/tenants/"+esc(*tenant)+"/servers", req, &s)
-		return c.finish(raw, err, func(w io.Writer) { fmt.Fprintf(w, "registered server %s for tenant %s: %s\n", s.Name, s.Tenant, s.URL) })
+		return c.finish(raw, err, func(w io.Writer) {
+			fmt.Fprintf(w, "registered server %s for tenant %s: %s\n", cell(s.Name), cell(s.Tenant), cell(s.URL))
+		})
 	}
 	return usageErr("servers: want list or add")
 }
@@ -412,7 +426,7 @@ func cmdKeys(args []string) int {
 		return c.finish(raw, err, func(w io.Writer) {
 			fmt.Fprintln(w, "ID\tCALLER\tCREATED\tREVOKED")
 			for _, k := range out.Keys {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%v\n", k.ID, k.Caller, ts(k.Created), k.Revoked)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%v\n", cell(k.ID), cell(k.Caller), ts(k.Created), k.Revoked)
 			}
 		})
 	case "create":
@@ -422,14 +436,14 @@ func cmdKeys(args []string) int {
 		var k admin.IssuedKey
 		raw, err := c.do(http.MethodPost, base, admin.KeyRequest{Caller: *caller}, &k)
 		return c.finish(raw, err, func(w io.Writer) {
-			fmt.Fprintf(w, "key %s for %s/%s (shown once, stored only as a hash):\n%s\n", k.ID, k.Tenant, k.Caller, k.Key)
+			fmt.Fprintf(w, "key %s for %s/%s (shown once, stored only as a hash):\n%s\n", cell(k.ID), cell(k.Tenant), cell(k.Caller), cell(k.Key))
 		})
 	case "revoke":
 		if len(c.args) != 1 {
 			return usageErr("keys revoke: want exactly one key ID")
 		}
 		raw, err := c.do(http.MethodPost, base+"/"+esc(c.args[0])+"/revoke", nil, nil)
-		return c.finish(raw, err, func(w io.Writer) { fmt.Fprintf(w, "revoked key %s of tenant %s\n", c.args[0], *tenant) })
+		return c.finish(raw, err, func(w io.Writer) { fmt.Fprintf(w, "revoked key %s of tenant %s\n", cell(c.args[0]), cell(*tenant)) })
 	}
 	return usageErr("keys: unknown subcommand %q", sub)
 }
@@ -484,10 +498,10 @@ func cmdAudit(args []string) int {
 	return c.finish(raw, nil, func(w io.Writer) {
 		fmt.Fprintln(w, "TIME\tCALLER\tMETHOD\tSERVER\tTOOL\tOUTCOME\tCODE\tDETAIL")
 		for _, r := range recs {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", ts(r.Time), r.Caller, r.Method, or(r.Server, "-"), or(r.Tool, "-"), r.Outcome, r.Code, or(r.Detail, "-"))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", ts(r.Time), cell(r.Caller), cell(r.Method), or(cell(r.Server), "-"), or(cell(r.Tool), "-"), cell(string(r.Outcome)), r.Code, or(cell(r.Detail), "-"))
 		}
 		if next != "" {
-			fmt.Fprintf(w, "more: --cursor %s (or --all)\n", next)
+			fmt.Fprintf(w, "more: --cursor %s (or --all)\n", cell(next))
 		}
 	})
 }

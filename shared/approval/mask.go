@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/aegis-gw/aegis/shared/display"
 )
 
 // Masked replaces the whole value of a member whose name is sensitive
@@ -219,54 +221,13 @@ func maskText(s string) string {
 	return b.String()
 }
 
-// defaultIgnorable is the Unicode property Default_Ignorable_Code_Point
-// (DerivedCoreProperties.txt; the same ranges from Unicode 14 to 17):
-// characters that a renderer shows as nothing when it has no glyph for
-// them, assigned or not. The standard library has no table for it.
-var defaultIgnorable = &unicode.RangeTable{
-	R16: []unicode.Range16{
-		{Lo: 0x00AD, Hi: 0x00AD, Stride: 1}, // soft hyphen
-		{Lo: 0x034F, Hi: 0x034F, Stride: 1}, // combining grapheme joiner
-		{Lo: 0x061C, Hi: 0x061C, Stride: 1}, // Arabic letter mark
-		{Lo: 0x115F, Hi: 0x1160, Stride: 1}, // Hangul choseong and jungseong fillers
-		{Lo: 0x17B4, Hi: 0x17B5, Stride: 1}, // Khmer inherent vowels
-		{Lo: 0x180B, Hi: 0x180F, Stride: 1}, // Mongolian variation selectors, vowel separator
-		{Lo: 0x200B, Hi: 0x200F, Stride: 1}, // zero-width space, joiners, direction marks
-		{Lo: 0x202A, Hi: 0x202E, Stride: 1}, // bidi embeddings and overrides
-		{Lo: 0x2060, Hi: 0x206F, Stride: 1}, // word joiner, invisible operators, bidi isolates
-		{Lo: 0x3164, Hi: 0x3164, Stride: 1}, // Hangul filler
-		{Lo: 0xFE00, Hi: 0xFE0F, Stride: 1}, // variation selectors 1 to 16
-		{Lo: 0xFEFF, Hi: 0xFEFF, Stride: 1}, // zero-width no-break space
-		{Lo: 0xFFA0, Hi: 0xFFA0, Stride: 1}, // halfwidth Hangul filler
-		{Lo: 0xFFF0, Hi: 0xFFF8, Stride: 1}, // reserved
-	},
-	R32: []unicode.Range32{
-		{Lo: 0x1BCA0, Hi: 0x1BCA3, Stride: 1}, // shorthand format controls
-		{Lo: 0x1D173, Hi: 0x1D17A, Stride: 1}, // musical symbol format controls
-		{Lo: 0xE0000, Hi: 0xE0FFF, Stride: 1}, // tags, variation selectors 17 to 256, reserved
-	},
-	LatinOffset: 1,
-}
-
-// invisible reports whether r is spelled out as [U+XXXX]: control
-// characters other than line feed and tab (a carriage return or an escape
-// sequence can rewrite what a terminal shows), format characters (bidi
-// overrides, zero-width characters, tags), default-ignorable characters
-// (fillers, variation selectors, the combining grapheme joiner), the line
-// and paragraph separators, and the blank braille pattern, which shows as
-// a space but is not one.
+// invisible reports whether r is spelled out as [U+XXXX]: the characters
+// display.Hidden lists (controls, format characters such as bidi overrides,
+// zero-width characters and tags, default-ignorable characters, the line
+// and paragraph separators, the blank braille pattern), except line feed
+// and tab, which the JSON an approver reads shows as \n and \t.
 func invisible(r rune) bool {
-	switch {
-	case r == '\n' || r == '\t':
-		return false
-	case r < 0x20 || r >= 0x7F && r <= 0x9F:
-		return true
-	case r < 0xA0:
-		return false
-	case r == 0x2028 || r == 0x2029 || r == 0x2800:
-		return true
-	}
-	return unicode.Is(unicode.Cf, r) || unicode.Is(defaultIgnorable, r)
+	return r != '\n' && r != '\t' && display.Hidden(r)
 }
 
 // hasInvisible reports whether s holds a character to spell out.

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/display"
 )
 
 // Namespace is the CloudWatch namespace of aegis's metrics.
@@ -76,7 +77,9 @@ var (
 	}
 )
 
-// Line is the EMF line for rec, without the newline.
+// Line is the EMF line for rec, without the newline. The agent-supplied
+// names in it (Server, Tool) are written with display.JSON, so the line
+// holds only printable text.
 func Line(rec audit.Record) []byte {
 	l := emfLine{
 		AWS:           emfMeta{Timestamp: rec.Time.UnixMilli(), CloudWatchMetrics: []emfDirective{callMetrics}},
@@ -97,7 +100,7 @@ func Line(rec audit.Record) []byte {
 		l.AWS.CloudWatchMetrics = append(l.AWS.CloudWatchMetrics, refusalMetrics)
 	}
 	b, _ := json.Marshal(l)
-	return b
+	return display.JSON(b)
 }
 
 // RecordCall writes rec's line. It implements the gateway's Metrics. On a

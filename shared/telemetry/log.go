@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/aegis-gw/aegis/shared/display"
 )
 
 type corrKey struct{}
@@ -76,8 +78,23 @@ func (h *LogHandler) WithGroup(name string) slog.Handler {
 // from the context, and a last line of defence against secrets: the value
 // of any attribute whose key names a credential (authorization, api_key,
 // token, secret, password, credential, cookie) is replaced by "[redacted]".
+// Lines hold only printable text: slog escapes the C0 controls, and
+// display.JSON the rest of what an agent could use to drive the terminal
+// an operator reads the log in (DEL, C1 controls, bidi and zero-width
+// characters); the lines decode to the same values.
 func NewLogger(w io.Writer, level slog.Leveler) *slog.Logger {
-	return slog.New(NewLogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: redact})))
+	return slog.New(NewLogHandler(slog.NewJSONHandler(printable{w}, &slog.HandlerOptions{Level: level, ReplaceAttr: redact})))
+}
+
+// printable passes each write, one JSON line from slog, through
+// display.JSON.
+type printable struct{ w io.Writer }
+
+func (p printable) Write(b []byte) (int, error) {
+	if _, err := p.w.Write(display.JSON(b)); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 func redact(_ []string, a slog.Attr) slog.Attr {

@@ -20,6 +20,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/aegis-gw/aegis/shared/display"
 )
 
 // This file turns OpenTelemetry spans into X-Ray segment documents and sends
@@ -361,7 +363,8 @@ func epoch(t time.Time) float64 { return float64(t.UnixMicro()) / 1e6 }
 // segment document to W: with the daemon header for the X-Ray daemon
 // (NewUDPExporter), or one JSON line per segment for debugging
 // (NewWriterExporter). Export failures are counted, never returned: a lost
-// span must not become an error in the request that made it.
+// span must not become an error in the request that made it. Documents
+// hold only printable text (display.JSON), whatever a tool's name holds.
 type Exporter struct {
 	Service  string // segment name of root spans
 	InLambda bool   // spans with a remote parent become subsegments
@@ -424,6 +427,7 @@ func (e *Exporter) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan)
 	}
 	for _, s := range spans {
 		b, err := json.Marshal(Convert(s, e.Service, e.InLambda))
+		b = display.JSON(b) // an agent's tool name, printable text (see NewLogger)
 		if err != nil || len(b)+len(DaemonHeader) > maxDocument {
 			e.dropped.Add(1)
 			continue
