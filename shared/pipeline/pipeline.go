@@ -119,9 +119,12 @@ type Prefetcher interface {
 	// returns what Check would. undo takes back every effect of the work
 	// (a counted unit, a lease): the runner calls it, whether or not decide
 	// ran, when the call is refused by any stage, this one included, before
-	// the refusal is answered. undo may be nil; it must be safe to call
-	// once after decide or instead of it. Prefetch may set fields of c that
-	// later Prefetches read (the session id); decide may set any field.
+	// the refusal is answered; and, for a call every stage allowed, when it
+	// is finished as refused (Call.Finish with audit.OutcomeRefused: the
+	// gateway refused it before sending it). undo may be nil; it must be
+	// safe to call once after decide or instead of it. Prefetch may set
+	// fields of c that later Prefetches read (the session id); decide may
+	// set any field.
 	Prefetch(ctx context.Context, c *Call) (decide func() error, undo func())
 }
 
@@ -291,15 +294,31 @@ func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
 		}
 		err := p.decide(ctx, st, c, decide)
 		if err != nil {
-			for j := range pre {
-				if pre[j].undo != nil {
-					pre[j].undo()
-				}
-			}
+			undoAll(pre)
 			return err
 		}
 	}
+	if pre != nil {
+		// Allowed by every stage, the call may still be refused before it
+		// is sent (the idempotency ledger; a client gone before the send):
+		// the gateway then finishes it as refused, and it holds nothing
+		// either.
+		c.OnDone(func(o audit.Outcome) {
+			if o == audit.OutcomeRefused {
+				undoAll(pre)
+			}
+		})
+	}
 	return nil
+}
+
+// undoAll gives back what every prefetcher took for a refused call.
+func undoAll(pre []started) {
+	for j := range pre {
+		if pre[j].undo != nil {
+			pre[j].undo()
+		}
+	}
 }
 
 // prefetch starts every prefetcher of scope: resolvers first, in order,
