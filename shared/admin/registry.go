@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/netguard"
 	"github.com/aegis-gw/aegis/shared/registry"
@@ -105,13 +106,13 @@ func (h *Handler) validTenant(req *TenantRequest) error {
 	default:
 		return badField("refusal_shape", "want error or result")
 	}
-	if req.WebhookURL != "" {
-		if err := netguard.ValidateURL(req.WebhookURL, h.o.LocalMode); err != nil {
-			return badField("webhook_url", err.Error())
-		}
-		if req.WebhookSecretRef == "" {
-			return badField("webhook_secret_ref", "required with webhook_url (webhooks are signed)")
-		}
+	// One rule with the config file and the notifier: a webhook_url needs
+	// a webhook_secret_ref (approval.ValidateWebhook).
+	var we *approval.WebhookError
+	if err := approval.ValidateWebhook(req.WebhookURL, req.WebhookSecretRef, h.o.LocalMode); errors.As(err, &we) {
+		return badField(we.Field, we.Reason)
+	} else if err != nil {
+		return badField("webhook_url", err.Error())
 	}
 	if req.WebhookSecretRef != "" && !validRef(req.WebhookSecretRef) {
 		return badField("webhook_secret_ref", "want env:NAME, file:/path, secretsmanager:ID or ssm:/name")

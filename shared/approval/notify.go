@@ -115,6 +115,46 @@ func Verify(secret []byte, header string, body []byte, now time.Time, tolerance 
 	return nil
 }
 
+// WebhookError is a tenant webhook that breaks ValidateWebhook's rule:
+// Field is the setting at fault, as the config file and the admin API
+// spell it ("webhook_url" or "webhook_secret_ref"), Reason the rule it
+// breaks.
+type WebhookError struct {
+	Field  string
+	Reason string
+}
+
+func (e *WebhookError) Error() string { return e.Field + ": " + e.Reason }
+
+// ValidateWebhook is the one rule for a tenant's approval webhook, applied
+// where a webhook is registered (shared/config for the config file,
+// shared/admin for the admin API) and again by Webhook before every
+// delivery: a webhook_url must pass netguard.ValidateURL (local is true
+// only under aegis serve), and it needs a webhook_secret_ref, because
+// every approval.held is signed (SignatureHeader) and a receiver cannot
+// tell an unsigned one from a forgery. A secret reference without a URL is
+// allowed: nothing is sent. The form of the reference is each front
+// door's credential-reference check, and resolving it is the Resolver's.
+// The error is a *WebhookError; its Reason may quote the URL, so a log
+// must scrub it.
+func ValidateWebhook(webhookURL, secretRef string, local bool) error {
+	if webhookURL == "" {
+		return nil
+	}
+	if err := netguard.ValidateURL(webhookURL, local); err != nil {
+		return &WebhookError{Field: "webhook_url", Reason: err.Error()}
+	}
+	if secretRef == "" {
+		return &WebhookError{Field: "webhook_secret_ref", Reason: "required with webhook_url (webhooks are signed)"}
+	}
+	return nil
+}
+
+// errNotSent marks a webhook Webhook refused to send: unsigned, or
+// breaking ValidateWebhook. Notify logs it at ERROR: it is a registration
+// to fix, not a receiver that failed.
+var errNotSent = errors.New("webhook not sent")
+
 // Resolver turns a credential reference (registry.Credential's Ref forms:
 // env:NAME, file:/path, secretsmanager:..., ssm:...) into its value.
 type Resolver interface {
@@ -123,11 +163,14 @@ type Resolver interface {
 
 // Webhook POSTs the payload to the tenant's WebhookURL, signed with the
 // secret its WebhookSecretRef names. A tenant without a WebhookURL is
-// skipped. Webhook itself is synchronous: wrap it in Async.
+// skipped. A webhook is never sent unsigned: one that breaks
+// ValidateWebhook (no WebhookSecretRef, say, in a store written before the
+// rule), or whose secret cannot be resolved, is not sent, and Notify logs
+// why at ERROR. Webhook itself is synchronous: wrap it in Async.
 type Webhook struct {
 	HTTP    *http.Client     // nil: a client with Timeout whose dialer applies netguard.Control
 	Local   bool             // aegis serve: loopback webhook URLs allowed
-	Secrets Resolver         // nil: webhooks go unsigned
+	Secrets Resolver         // nil: no webhook is sent (none can be signed)
 	Timeout time.Duration    // per delivery; 0 = 3 s
 	Now     func() time.Time // nil = time.Now
 	Logger  *slog.Logger     // nil = slog.Default()
@@ -136,12 +179,15 @@ type Webhook struct {
 	client *http.Client
 }
 
-// webhookClient never follows redirects and checks every dialed address
-// like an upstream's (no link-local or metadata addresses; loopback only in
-// local mode), so a tenant's webhook URL cannot be pointed, through DNS, at
+// webhookClient never follows redirects, uses no proxy (HTTP_PROXY and
+// HTTPS_PROXY are ignored: through one, the dial check would see only the
+// proxy's address) and checks every dialed address like an upstream's (no
+// link-local or metadata addresses; loopback only in local mode), so a
+// tenant's webhook URL cannot be pointed, through DNS or a proxy, at
 // something inside the gateway's network.
 func webhookClient(local bool) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
 	t.DialContext = (&net.Dialer{Timeout: 3 * time.Second, Control: netguard.Control(local)}).DialContext
 	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
@@ -171,14 +217,26 @@ func (w *Webhook) Notify(ctx context.Context, e Event) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := w.send(ctx, e); err != nil {
+	switch err := w.send(ctx, e); {
+	case errors.Is(err, errNotSent):
+		log.ErrorContext(ctx, "approval webhook refused: not sent; fix the tenant's webhook settings; the approval stays listed in GET /admin/v1/approvals",
+			"tenant", e.Tenant.ID, "approval_id", e.Approval.ID, "webhook", webhookOrigin(e.Tenant.WebhookURL), "err", err)
+	case err != nil:
 		log.WarnContext(ctx, "approval webhook failed; the approval stays listed in GET /admin/v1/approvals",
 			"tenant", e.Tenant.ID, "approval_id", e.Approval.ID, "webhook", webhookOrigin(e.Tenant.WebhookURL), "err", err)
 	}
 }
 
-// send delivers e. Its errors never carry the webhook URL (see scrub).
+// send delivers e, signed; a webhook it cannot sign, or that breaks
+// ValidateWebhook, is not sent (errNotSent). Its errors never carry the
+// webhook URL (see scrub).
 func (w *Webhook) send(ctx context.Context, e Event) error {
+	if err := ValidateWebhook(e.Tenant.WebhookURL, e.Tenant.WebhookSecretRef, w.Local); err != nil {
+		return fmt.Errorf("%w: %w", errNotSent, scrub(err, e.Tenant.WebhookURL))
+	}
+	if w.Secrets == nil {
+		return fmt.Errorf("%w: no resolver for webhook_secret_ref is configured, so it cannot be signed", errNotSent)
+	}
 	ctx, cancel, t := delivery(ctx, w.Now, w.Timeout)
 	defer cancel()
 	body := Body(e, t)
@@ -190,16 +248,11 @@ func (w *Webhook) send(ctx context.Context, e Event) error {
 	req.Header.Set("User-Agent", "aegis-approvals/1")
 	req.Header.Set("X-Aegis-Event", e.Type)
 	req.Header.Set("X-Aegis-Delivery", e.Approval.ID)
-	if e.Tenant.WebhookSecretRef != "" {
-		if w.Secrets == nil {
-			return errors.New("webhook secret reference set but no resolver configured; not sent")
-		}
-		secret, err := w.Secrets.Resolve(ctx, e.Tenant.WebhookSecretRef)
-		if err != nil {
-			return fmt.Errorf("resolving the webhook secret: %w", err)
-		}
-		req.Header.Set(SignatureHeader, Sign([]byte(secret), t, body))
+	secret, err := w.Secrets.Resolve(ctx, e.Tenant.WebhookSecretRef)
+	if err != nil {
+		return fmt.Errorf("%w: resolving webhook_secret_ref: %w", errNotSent, err)
 	}
+	req.Header.Set(SignatureHeader, Sign([]byte(secret), t, body))
 	client := w.HTTP
 	if client == nil {
 		w.once.Do(func() { w.client = webhookClient(w.Local) })

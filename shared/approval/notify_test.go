@@ -54,17 +54,20 @@ func TestWebhookFailureLogsNoURLSecret(t *testing.T) {
 		name, url, host, cause string
 	}{
 		{"connection closed", "http://" + hangUp.Addr().String() + secretPath + "?token=querYS3cret", hangUp.Addr().String(), "Post: "}, // EOF or reset
-		{"connection refused", "http://bob:userS3cret@" + refused + secretPath, refused, "refused"},
+		{"connection refused", "http://" + refused + secretPath + "?token=querYS3cret", refused, "connection refused"},
 		{"HTTP 500", failing.URL + secretPath + "?token=querYS3cret", strings.TrimPrefix(failing.URL, "http://"), "HTTP 500"},
-		{"unparsable URL", "http://127.0.0.1:1" + secretPath + "\x7f", "[unparsable URL]", "invalid control character"},
+		// Refused before sending (ValidateWebhook), and logged as scrubbed.
+		{"user info", "http://bob:userS3cret@" + refused + secretPath, refused, "credentials in the URL are not allowed"},
+		{"unparsable URL", "http://127.0.0.1:1" + secretPath + "\x7f", "[unparsable URL]", "is not an absolute URL"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			w := &Webhook{Local: true, Timeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+			w := &Webhook{Local: true, Timeout: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(&buf, nil)),
+				Secrets: secretMap{"env:ACME_WEBHOOK_SECRET": "s3cret"}}
 			w.Notify(context.Background(), Event{
 				Type:     EventHeld,
 				Approval: Approval{ID: "a1", Tenant: "acme", Tool: "t", Server: "s"},
-				Tenant:   registry.Tenant{ID: "acme", WebhookURL: c.url},
+				Tenant:   registry.Tenant{ID: "acme", WebhookURL: c.url, WebhookSecretRef: "env:ACME_WEBHOOK_SECRET"},
 			})
 			out := buf.String()
 			if out == "" {

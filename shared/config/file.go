@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/netguard"
 	"github.com/aegis-gw/aegis/shared/registry"
 )
@@ -113,9 +114,17 @@ func (f *File) Validate(local bool) error {
 		default:
 			bad(p+".refusal_shape", "%q: want error or result", t.RefusalShape)
 		}
-		if t.WebhookURL != "" {
-			if err := netguard.ValidateURL(t.WebhookURL, local); err != nil {
-				bad(p+".webhook_url", "%v", err)
+		// One rule with the admin API and the notifier: a webhook_url needs
+		// a webhook_secret_ref (approval.ValidateWebhook).
+		var we *approval.WebhookError
+		if err := approval.ValidateWebhook(t.WebhookURL, t.WebhookSecretRef, local); errors.As(err, &we) {
+			bad(p+"."+we.Field, "%s", we.Reason)
+		} else if err != nil {
+			bad(p+".webhook_url", "%v", err)
+		}
+		if t.WebhookSecretRef != "" {
+			if err := ValidateCredentialRef(t.WebhookSecretRef); err != nil {
+				bad(p+".webhook_secret_ref", "%v", err)
 			}
 		}
 		for ki, k := range t.Keys {

@@ -18,9 +18,13 @@ import (
 // NewHTTPClient is the transport for upstream calls: pooled keep-alive
 // connections, no redirects followed (a 3xx is an upstream error), and every
 // dialed address checked by netguard.Control (no link-local or metadata
-// addresses; loopback only in local mode).
+// addresses; loopback only in local mode). It uses no proxy: HTTP_PROXY,
+// HTTPS_PROXY and NO_PROXY are ignored, because through a proxy the dial
+// check would see only the proxy's address and the proxy would connect to
+// whatever the upstream URL names (docs/upstream.md).
 func NewHTTPClient(local bool) *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
 	t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, Control: netguard.Control(local)}).DialContext
 	t.MaxIdleConns = 256
 	t.MaxIdleConnsPerHost = 64
@@ -31,7 +35,8 @@ func NewHTTPClient(local bool) *http.Client {
 	}
 }
 
-// lister fetches a server's tool list over a fresh upstream session.
+// lister fetches a server's tool list over a fresh upstream session, which
+// it ends afterwards.
 type lister struct{ up *upstream.Client }
 
 // maxPages bounds tools/list pagination.
@@ -43,6 +48,9 @@ func (l lister) ListTools(ctx context.Context, srv *registry.Server) ([]route.To
 	if err != nil {
 		return nil, err
 	}
+	// The listing session is ours alone: end it once the list is read, so
+	// that catalog refreshes do not pile up sessions at the upstream.
+	defer func() { _ = l.up.End(context.WithoutCancel(ctx), srv, sess) }()
 	var tools []route.Tool
 	var cursor string
 	for page := 0; page < maxPages; page++ {

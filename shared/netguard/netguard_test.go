@@ -106,3 +106,59 @@ func TestControlRefusesRebinding(t *testing.T) {
 		t.Fatalf("dial to a name resolving to loopback = %v; want refused", err)
 	}
 }
+
+// TestEmbeddedIPv4: an IPv6 address that carries an IPv4 address, by a
+// form that routes to it (IPv4-mapped, IPv4-compatible, NAT64 well-known
+// and local-use, 6to4, Teredo), is judged by the IPv4 rules too: a NAT64
+// gateway turns 64:ff9b::a9fe:a9fe into a connection to 169.254.169.254.
+// Each case is run through Control, the dial check, and ValidateURL, the
+// registration check.
+func TestEmbeddedIPv4(t *testing.T) {
+	tests := []struct {
+		name, addr string
+		local, ok  bool
+	}{
+		{"IPv4-mapped metadata", "::ffff:169.254.169.254", true, false},
+		{"IPv4-mapped loopback", "::ffff:127.0.0.1", false, false},
+		{"IPv4-compatible metadata", "::169.254.169.254", true, false},
+		{"IPv4-compatible metadata, hex", "::a9fe:a9fe", true, false},
+		{"IPv4-compatible ECS credentials", "::a9fe:aa02", true, false},
+		{"IPv4-compatible loopback", "::127.0.0.1", false, false},
+		{"IPv4-compatible multicast", "::224.0.0.1", true, false},
+		{"IPv4-compatible public", "::93.184.216.34", false, true},
+		{"NAT64 metadata", "64:ff9b::169.254.169.254", true, false},
+		{"NAT64 metadata, hex", "64:ff9b::a9fe:a9fe", true, false},
+		{"NAT64 ECS credentials", "64:ff9b::a9fe:aa02", true, false},
+		{"NAT64 loopback outside local mode", "64:ff9b::7f00:1", false, false},
+		{"NAT64 loopback in local mode", "64:ff9b::7f00:1", true, true},
+		{"NAT64 unspecified", "64:ff9b::", true, false},
+		{"NAT64 multicast", "64:ff9b::e000:1", true, false},
+		{"NAT64 public", "64:ff9b::808:808", false, true},
+		{"NAT64 private", "64:ff9b::a00:5", false, true},
+		{"NAT64 local-use /96 metadata", "64:ff9b:1::a9fe:a9fe", true, false},
+		{"NAT64 local-use /48 metadata", "64:ff9b:1:a9fe:a9:fe00::", true, false},
+		{"NAT64 local-use /56 metadata", "64:ff9b:1:a9:fe:a9fe::", true, false},
+		{"NAT64 local-use /64 metadata", "64:ff9b:1:0:a9:fea9:fe00:0", true, false},
+		{"NAT64 local-use public", "64:ff9b:1::808:808", false, true},
+		{"6to4 metadata", "2002:a9fe:a9fe::1", true, false},
+		{"6to4 loopback", "2002:7f00:1::1", false, false},
+		{"6to4 public", "2002:808:808::1", false, true},
+		{"Teredo server metadata", "2001:0:a9fe:a9fe::1", true, false},
+		{"Teredo client metadata (obfuscated)", "2001:0:808:808::5601:5601", true, false},
+		{"Teredo public", "2001:0:808:808::f7f7:f7f7", false, true},
+		{"plain global IPv6", "2606:4700::1111", false, true},
+		{"unique-local IPv6", "fd12::a9fe:a9fe", false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Control(tc.local)("tcp", "["+tc.addr+"]:443", nil)
+			if (err == nil) != tc.ok {
+				t.Errorf("Control(local=%v)(%s) = %v; want ok=%v", tc.local, tc.addr, err, tc.ok)
+			}
+			err = ValidateURL("https://["+tc.addr+"]/mcp", tc.local)
+			if (err == nil) != tc.ok {
+				t.Errorf("ValidateURL(local=%v)(%s) = %v; want ok=%v", tc.local, tc.addr, err, tc.ok)
+			}
+		})
+	}
+}

@@ -2,8 +2,8 @@ package wrap
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/aegis-gw/aegis/shared/audit"
@@ -80,12 +80,17 @@ func needsDecision(line []byte) bool {
 // mayBeCall is the filter run on a framed line (see framing): false means no
 // JSON parser, strict or lenient, can read a tools/call method from it.
 // The child reads a framed line as the one complete value wrap read, and
-// in that value the method string can only be spelled with the ASCII
-// letters "tools/call" (in any case) or with a backslash escape (any
-// escape: "tools\/call", "\u0074ools/call"). It is not sound on a line that
-// is not framed: there, a call can be spread over several lines.
+// in that value a method that is or may be read as tools/call
+// (methodIsCall) can only be spelled with the ASCII letters "tools/call"
+// (in any case, spaces around them), with a backslash escape (any escape:
+// "tools\/call", "\u0074ools/call", "tools/call\u0000"), or with a byte
+// that is not printable ASCII (a raw DEL, or any non-ASCII character:
+// fullwidth letters, "ſ", a raw zero-width or bidi character; also any
+// method holding one, which is refused whatever it says). It is not
+// sound on a line that is not framed: there, a call can be spread over
+// several lines.
 func mayBeCall(line []byte) bool {
-	if bytes.IndexByte(line, '\\') >= 0 {
+	if bytes.IndexByte(line, '\\') >= 0 || notPrintableASCII(line) {
 		return true
 	}
 	for i := 0; i+len("tools/call") <= len(line); i++ {
@@ -96,6 +101,27 @@ func mayBeCall(line []byte) bool {
 		i += j
 		if i >= len("tools") && i+len("/call") <= len(line) &&
 			asciiFold(line[i-len("tools"):i+len("/call")], "tools/call") {
+			return true
+		}
+	}
+	return false
+}
+
+// notPrintableASCII reports whether b holds a byte of 0x7f (DEL) or
+// above, eight bytes at a time: adding 1 to each byte sets its top bit
+// exactly when it is 0x7f, and a carry out of a byte happens only from
+// 0xff, which is found anyway.
+func notPrintableASCII(b []byte) bool {
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	for len(b) >= 8 {
+		w := binary.LittleEndian.Uint64(b)
+		if (w|(w+ones))&tops != 0 {
+			return true
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c >= 0x7f {
 			return true
 		}
 	}
@@ -124,8 +150,9 @@ func asciiFold(b []byte, s string) bool {
 // telling which ones are calls. For a single object elems is nil.
 //
 // Anything a lenient parser might read as a tools/call is reported as one:
-// a method member whose key matches "method" in any case and whose value is
-// "tools/call" in any ASCII case; a non-blank line that is not framed (see
+// a method member whose key may be read as "method" (keyIs) and whose value
+// may be read as "tools/call" or holds a hidden character (methodIsCall,
+// names.go); a non-blank line that is not framed (see
 // framing), which is reported with why ruleUnparseable, id null and the
 // whole line as params; an array that may hold a call (mayBeCall) and has
 // an element that is not an object (a nested array, a scalar), which is
@@ -133,7 +160,8 @@ func asciiFold(b []byte, s string) bool {
 // first "{": it is reported as one call with why ruleAmbiguous, id null
 // and the whole line as params. A call gets why set unless it is the one
 // clean spelling: exactly one "method":"tools/call", one "params" object,
-// one "name" string in it.
+// one "name" string in it, and that name holds no hidden character
+// (hiddenInName).
 func findCalls(line []byte) (calls []call, elems []json.RawMessage, callIdx []int) {
 	b, blank, framed := framing(line)
 	switch {
@@ -187,18 +215,18 @@ func objectCall(obj json.RawMessage) (call, bool) {
 	)
 	jsonrpc.Members(obj, func(k string, v json.RawMessage) {
 		switch {
-		case strings.EqualFold(k, "method"):
+		case keyIs(k, "method"):
 			nMethod++
 			var m string
-			if v[0] == '"' && json.Unmarshal(v, &m) == nil && asciiFold([]byte(m), "tools/call") {
+			if v[0] == '"' && json.Unmarshal(v, &m) == nil && methodIsCall(m) {
 				isCall = true
 				clean = clean && k == "method" && m == "tools/call"
 			}
-		case strings.EqualFold(k, "params"):
+		case keyIs(k, "params"):
 			nParams++
 			params = v
 			clean = clean && k == "params"
-		case strings.EqualFold(k, "id"):
+		case keyIs(k, "id"):
 			nIDs++
 			id = v
 			idClean = idClean && k == "id"
@@ -217,7 +245,7 @@ func objectCall(obj json.RawMessage) (call, bool) {
 	}
 	nNames := 0
 	jsonrpc.Members(params, func(k string, v json.RawMessage) {
-		if !strings.EqualFold(k, "name") {
+		if !keyIs(k, "name") {
 			return
 		}
 		nNames++
@@ -228,7 +256,7 @@ func objectCall(obj json.RawMessage) (call, bool) {
 		}
 		c.tool = s
 	})
-	if nNames != 1 {
+	if nNames != 1 || hasHidden(c.tool, hiddenInName) {
 		c.why = ruleAmbiguous
 	}
 	if c.why != "" {

@@ -2,7 +2,10 @@ package wrap
 
 import (
 	"fmt"
+	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // A glob matches a whole tool name. Its syntax:
@@ -12,8 +15,13 @@ import (
 //     [abc]    one character from the set; ranges as [a-z]; [!...] or [^...] negates
 //     \c       the character c literally
 //
-// Matching is case-sensitive and works on the decoded tool name (a JSON
-// escape in the request cannot hide a name from a glob).
+// match is case-sensitive and works on the decoded tool name (a JSON
+// escape in the request cannot hide a name from a glob); matchFolded
+// works on the name's folded spelling (foldName), with the glob's letters
+// folded the same way. A glob holds no hidden character (hiddenInName: a
+// name holding one is refused before globs are tried, so such a glob
+// could never match) and is in NFKC form (so that its folded letters are
+// spelled as a folded name's are).
 type glob struct {
 	src   string
 	parts []globPart
@@ -42,6 +50,12 @@ func compileGlob(pattern string) (*glob, error) {
 	}
 	if !utf8.ValidString(pattern) {
 		return nil, fmt.Errorf("glob %q is not valid UTF-8", pattern)
+	}
+	if hasHidden(pattern, hiddenInName) {
+		return nil, fmt.Errorf("glob %q holds a control, invisible or whitespace character, which no tool name may hold", pattern)
+	}
+	if !norm.NFKC.IsNormalString(pattern) {
+		return nil, fmt.Errorf("glob %q is not in Unicode NFKC form; write %q", pattern, norm.NFKC.String(pattern))
 	}
 	g := &glob{src: pattern}
 	rs := []rune(pattern)
@@ -105,28 +119,46 @@ func compileGlob(pattern string) (*glob, error) {
 	return g, nil
 }
 
-func (p *globPart) one(r rune) bool {
+// one reports whether the character r matches p. folded: r is a
+// character of a folded name (foldName), and matches a literal whose
+// folded form it is, or a set that holds any character of its case
+// orbit (r, unicode.SimpleFold(r), ...).
+func (p *globPart) one(r rune, folded bool) bool {
 	switch p.kind {
 	case gLit:
-		return p.r == r
+		return p.r == r || (folded && foldRune(p.r) == r)
 	case gOne:
 		return true
 	case gSet:
-		in := false
-		for _, rg := range p.ranges {
-			if rg[0] <= r && r <= rg[1] {
-				in = true
-				break
-			}
+		in := p.holds(r)
+		for f := unicode.SimpleFold(r); folded && !in && f != r; f = unicode.SimpleFold(f) {
+			in = p.holds(f)
 		}
 		return in != p.negate
 	}
 	return false
 }
 
-// match reports whether the whole of name matches g. It runs in
-// O(len(name)·len(parts)) at worst: one backtrack point, the last star.
-func (g *glob) match(name string) bool {
+// holds reports whether r is in the set's ranges (negation aside).
+func (p *globPart) holds(r rune) bool {
+	for _, rg := range p.ranges {
+		if rg[0] <= r && r <= rg[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// match reports whether the whole of name matches g, as spelled.
+func (g *glob) match(name string) bool { return g.matchName(name, false) }
+
+// matchFolded reports whether the whole of folded, a name's folded
+// spelling (foldName), matches g with its letters folded.
+func (g *glob) matchFolded(folded string) bool { return g.matchName(folded, true) }
+
+// matchName runs in O(len(name)·len(parts)) at worst: one backtrack
+// point, the last star.
+func (g *glob) matchName(name string, folded bool) bool {
 	parts := g.parts
 	pi, ni := 0, 0
 	starPi, starNi := -1, 0
@@ -139,7 +171,7 @@ func (g *glob) match(name string) bool {
 				pi++
 				continue
 			}
-			if p.one(r) {
+			if p.one(r, folded) {
 				pi++
 				ni += size
 				continue

@@ -18,7 +18,8 @@ import (
 // by LoadPolicy or ParsePolicy, never changes, and is safe for concurrent
 // use. Every error is found at load time: Decide cannot fail.
 //
-// Precedence, first match wins:
+// Precedence, first match wins (a tool name holding a hidden character is
+// refused before any of them, see Decide):
 //
 //  1. a deny glob matches the tool          → refused, POLICY_DENIED
 //  2. an allow list exists and no glob of it matches → refused, POLICY_DENIED
@@ -196,10 +197,20 @@ func build(f policyFile) (*Policy, error) {
 // --policy.
 func (p *Policy) Hash() string { return p.hash }
 
-// Decide returns the verdict for a tools/call of tool.
+// Decide returns the verdict for a tools/call of tool. A deny or approval
+// glob matches the name as sent or its folded spelling (foldName: NFKC
+// and case), so that no spelling of a denied name is let through; an
+// allow glob matches only the name as sent, so that a spelling never
+// widens what is allowed. A name holding a hidden character
+// (hiddenInName) is refused whatever the rules, as ambiguous: the gate
+// never asks about one (findCalls marks it), and no caller can.
 func (p *Policy) Decide(tool string) Decision {
+	if hasHidden(tool, hiddenInName) {
+		return Decision{Refused: true, Word: refusal.PolicyDenied, Rule: ruleAmbiguous}
+	}
+	folded := foldName(tool)
 	for _, g := range p.deny {
-		if g.match(tool) {
+		if g.match(tool) || g.matchFolded(folded) {
 			return Decision{Refused: true, Word: refusal.PolicyDenied, Rule: "deny:" + g.src}
 		}
 	}
@@ -216,7 +227,7 @@ func (p *Policy) Decide(tool string) Decision {
 		}
 	}
 	for _, g := range p.approval {
-		if g.match(tool) {
+		if g.match(tool) || g.matchFolded(folded) {
 			return Decision{Refused: true, Word: refusal.PendingApproval, Rule: "approval:" + g.src}
 		}
 	}
