@@ -263,3 +263,39 @@ func TestAsync(t *testing.T) {
 		t.Fatal("wait returned before fn finished")
 	}
 }
+
+// TestRefusedAfterTheStagesUndoes: a call every stage allowed that the
+// gateway then refuses before sending it (Finish with refused: the
+// idempotency ledger) gives back what the prefetchers took; a call that
+// was sent (any other outcome) keeps it.
+func TestRefusedAfterTheStagesUndoes(t *testing.T) {
+	for _, tc := range []struct {
+		outcome audit.Outcome
+		undone  []string
+	}{
+		{audit.OutcomeRefused, []string{"session", "ratelimit"}},
+		{audit.OutcomeAllowed, nil},
+		{audit.OutcomeError, nil},
+		{audit.OutcomeIndeterminate, nil},
+	} {
+		var started, undone []string
+		p, err := New(table(map[Slot]Check{
+			Session:   counting{slot: Session, started: &started, undone: &undone},
+			RateLimit: counting{slot: RateLimit, started: &started, undone: &undone},
+		}, nil), quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &Call{Method: "tools/call"}
+		if err := p.Run(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+		if len(undone) != 0 {
+			t.Fatalf("undone %v before the call finished", undone)
+		}
+		c.Finish(tc.outcome)
+		if !slices.Equal(undone, tc.undone) {
+			t.Errorf("finished %s: undone %v, want %v", tc.outcome, undone, tc.undone)
+		}
+	}
+}
