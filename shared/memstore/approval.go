@@ -100,6 +100,19 @@ func (s *Store) SetApprovalFailure(err error) {
 	a.failed = err
 }
 
+// lock takes a's lock and readies its maps, or, when a failure is set
+// (SetApprovalFailure), returns it with the lock released.
+func (a *approvals) lock() error {
+	a.mu.Lock()
+	if a.failed != nil {
+		err := a.failed
+		a.mu.Unlock()
+		return err
+	}
+	a.init()
+	return nil
+}
+
 func (a *approvals) init() {
 	if a.slots == nil {
 		a.slots = map[approval.Slot]approval.Approval{}
@@ -206,12 +219,10 @@ func (a *approvals) sweep(now time.Time, hard bool) {
 // with ErrApprovalsFull; a live one is still returned at a cap.
 func (s *Store) HoldApproval(_ context.Context, cand approval.Approval, now time.Time) (approval.Approval, bool, error) {
 	a := &s.approvals
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.failed != nil {
-		return approval.Approval{}, false, a.failed
+	if err := a.lock(); err != nil {
+		return approval.Approval{}, false, err
 	}
-	a.init()
+	defer a.mu.Unlock()
 	if a.holds++; a.holds >= approvalSweepEvery || !now.Before(a.nextSweep) {
 		a.sweep(now, false)
 	}
@@ -263,12 +274,10 @@ func (s *Store) ReleaseApproval(_ context.Context, ap approval.Approval, now tim
 // among the moved ones (then it is dropped: its history is the audit trail).
 func (s *Store) SettleApproval(_ context.Context, ap approval.Approval, o approval.Outcome, now time.Time) (approval.Approval, error) {
 	a := &s.approvals
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.failed != nil {
-		return approval.Approval{}, a.failed
+	if err := a.lock(); err != nil {
+		return approval.Approval{}, err
 	}
-	a.init()
+	defer a.mu.Unlock()
 	if ap.Use == nil {
 		return approval.Approval{}, store.ErrConflict
 	}
@@ -294,12 +303,10 @@ func sameUse(cur, ap approval.Approval) bool {
 // and not expired at now; store.ErrConflict otherwise.
 func (s *Store) moveSlot(ap approval.Approval, from approval.Status, now time.Time, change func(*approval.Approval)) (approval.Approval, error) {
 	a := &s.approvals
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.failed != nil {
-		return approval.Approval{}, a.failed
+	if err := a.lock(); err != nil {
+		return approval.Approval{}, err
 	}
-	a.init()
+	defer a.mu.Unlock()
 	cur, ok := a.slots[ap.Slot()]
 	if !ok || cur.ID != ap.ID || cur.Status != from || !now.Before(cur.Expires) ||
 		(from == approval.Running && !sameUse(cur, ap)) {
@@ -313,12 +320,10 @@ func (s *Store) moveSlot(ap approval.Approval, from approval.Status, now time.Ti
 // DecideApproval implements approval.Store.
 func (s *Store) DecideApproval(_ context.Context, id string, d approval.Decision, now time.Time) (approval.Approval, error) {
 	a := &s.approvals
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.failed != nil {
-		return approval.Approval{}, a.failed
+	if err := a.lock(); err != nil {
+		return approval.Approval{}, err
 	}
-	a.init()
+	defer a.mu.Unlock()
 	e, ok := a.byID[id]
 	if !ok {
 		return approval.Approval{}, store.ErrNotFound
@@ -342,12 +347,10 @@ func (s *Store) DecideApproval(_ context.Context, id string, d approval.Decision
 // GetApproval implements approval.Store.
 func (s *Store) GetApproval(_ context.Context, id string) (approval.Approval, error) {
 	a := &s.approvals
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.failed != nil {
-		return approval.Approval{}, a.failed
+	if err := a.lock(); err != nil {
+		return approval.Approval{}, err
 	}
-	a.init()
+	defer a.mu.Unlock()
 	if m, ok := a.moved[id]; ok {
 		return clone(m), nil
 	}
