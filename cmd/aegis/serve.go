@@ -168,6 +168,11 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 	if err != nil {
 		return err
 	}
+	if b.mem != nil {
+		// Sessions the embedded store forgets (expired, evicted) end their
+		// upstream sessions; on DynamoDB a TTL deletion cannot call out.
+		b.mem.OnSessionEnd(gw.EndUpstream)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err

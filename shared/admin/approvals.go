@@ -158,6 +158,7 @@ func (h *Handler) decide(st approval.Status) http.HandlerFunc {
 // record writes an operator action to the audit trail (or, when that
 // write fails, the log).
 func (h *Handler) record(ctx context.Context, rec audit.Record) {
+	rec = rec.Bounded()
 	if err := h.b.Write(context.WithoutCancel(ctx), rec); err != nil {
 		h.o.Logger.ErrorContext(ctx, "audit write failed; record kept in this log line", "record", rec, "err", err)
 	}

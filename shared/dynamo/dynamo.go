@@ -11,22 +11,33 @@
 // Errors: a lost condition is store.ErrConflict (or ErrNotFound where the
 // interface says so); anything else from DynamoDB (unreachable, throttled
 // past the retry budget, deadline reached) wraps store.ErrUnavailable.
+//
+// Deadlines: every operation the store makes has one, Options.OpTimeout
+// (2 s by default), the SDK's retries and their waits included, whatever
+// the caller's context says; a context.WithoutCancel write (an audit
+// record, a lease release) is bounded by it too. The client's dial, TLS
+// and response-header timeouts are well below it (NewClient), so a silent
+// endpoint costs one attempt's wait, not the operation. See
+// docs/design/dynamodb.md, "Deadlines".
 package dynamo
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aegis-gw/aegis/shared/backend"
+	"net"
+	"net/http"
 	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
@@ -68,7 +79,23 @@ type Options struct {
 	SessionTTL time.Duration
 	// Now is the clock that ages audit records on read; default time.Now.
 	Now func() time.Time
+	// OpTimeout is the deadline of every DynamoDB operation the store
+	// makes, from its first attempt to its last answer, the SDK's retries
+	// and backoff waits included. It applies whatever the caller's context
+	// says (the earlier deadline wins), so writes made on a
+	// context.WithoutCancel context are bounded as well. Default
+	// DefaultOpTimeout; keep it above ResponseHeaderTimeout and above the
+	// retryer's waits, (MaxAttempts-1) * MaxBackoff.
+	OpTimeout time.Duration
 }
+
+// DefaultOpTimeout is Options.OpTimeout's default: the budget of one
+// DynamoDB operation. DynamoDB answers in milliseconds; 2 s leaves room
+// for the retryer's four waits (1.6 s) after fast throttling answers, and
+// for a second attempt after a silent first one (ResponseHeaderTimeout).
+// A request makes at most a few such operations in sequence before its
+// upstream call (docs/design/dynamodb.md, "Deadlines").
+const DefaultOpTimeout = 2 * time.Second
 
 // Store implements the state interfaces over DynamoDB. It is safe for
 // concurrent use and holds no state of its own besides the client.
@@ -78,7 +105,10 @@ type Store struct {
 	opt    Options
 }
 
-// New returns a store over client with the given tables.
+// New returns a store over client with the given tables. The store uses its
+// own copy of client (same HTTP client and credentials) with the
+// per-operation deadline (Options.OpTimeout) installed in front of every
+// other middleware; Client returns that copy.
 func New(client *dynamodb.Client, t Tables, o Options) *Store {
 	if o.AuditRetention <= 0 {
 		o.AuditRetention = 90 * 24 * time.Hour
@@ -89,10 +119,15 @@ func New(client *dynamodb.Client, t Tables, o Options) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Store{db: client, tables: t, opt: o}
+	if o.OpTimeout <= 0 {
+		o.OpTimeout = DefaultOpTimeout
+	}
+	db := dynamodb.New(client.Options(), WithMiddleware(opDeadline(o.OpTimeout)))
+	return &Store{db: db, tables: t, opt: o}
 }
 
-// Client returns the underlying client (admin tools, tests).
+// Client returns the store's client, with its per-operation deadline
+// (admin tools, tests).
 func (s *Store) Client() *dynamodb.Client { return s.db }
 
 // Tables returns the table names.
@@ -101,18 +136,45 @@ func (s *Store) Tables() Tables { return s.tables }
 // Retry settings of the client: the SDK's standard retryer (exponential
 // backoff with jitter, throttling errors such as
 // ProvisionedThroughputExceededException included), with a short cap on
-// each wait so that retries fit in a request's deadline. The context's
-// deadline bounds the whole operation, waits included.
+// each wait so that retries fit in an operation's deadline: the four waits
+// of five attempts take at most 1.6 s, inside DefaultOpTimeout. The
+// operation's deadline (Options.OpTimeout, or the caller's if earlier)
+// bounds the whole operation, waits included.
 const (
 	MaxAttempts = 5
 	MaxBackoff  = 400 * time.Millisecond
 )
 
+// Timeouts of one attempt, set on the client's HTTP transport by NewClient
+// (the SDK's own defaults are a 30 s dial, a 10 s TLS handshake and no
+// limit on the wait for an answer). Each is well below DefaultOpTimeout,
+// so an endpoint that accepts and never answers, or a black-holed
+// address, fails the attempt and leaves time for a retry on a fresh
+// connection within the operation's budget.
+const (
+	DialTimeout           = 500 * time.Millisecond
+	TLSHandshakeTimeout   = 500 * time.Millisecond
+	ResponseHeaderTimeout = 1 * time.Second
+)
+
+// NewHTTPClient is the HTTP client NewClient gives the SDK: the SDK's
+// buildable client with DialTimeout, TLSHandshakeTimeout and
+// ResponseHeaderTimeout.
+func NewHTTPClient() *awshttp.BuildableClient {
+	return awshttp.NewBuildableClient().
+		WithDialerOptions(func(d *net.Dialer) { d.Timeout = DialTimeout }).
+		WithTransportOptions(func(tr *http.Transport) {
+			tr.TLSHandshakeTimeout = TLSHandshakeTimeout
+			tr.ResponseHeaderTimeout = ResponseHeaderTimeout
+		})
+}
+
 // NewClient builds a DynamoDB client from the standard SDK configuration
 // chain (AWS_REGION, credentials, AWS_ENDPOINT_URL_DYNAMODB or
-// AWS_ENDPOINT_URL, shared config files), with aegis's retry settings.
-// load adds to the configuration chain (tests set region, credentials);
-// optFns adjust the client (tests add middleware here).
+// AWS_ENDPOINT_URL, shared config files), with aegis's retry settings and
+// per-attempt timeouts (NewHTTPClient). load adds to the configuration
+// chain (tests set region, credentials); optFns adjust the client (tests
+// add middleware here). The per-operation deadline is the store's (New).
 func NewClient(ctx context.Context, load []func(*awsconfig.LoadOptions) error, optFns ...func(*dynamodb.Options)) (*dynamodb.Client, error) {
 	load = append([]func(*awsconfig.LoadOptions) error{
 		awsconfig.WithRetryer(func() aws.Retryer {
@@ -121,6 +183,7 @@ func NewClient(ctx context.Context, load []func(*awsconfig.LoadOptions) error, o
 				o.MaxBackoff = MaxBackoff
 			})
 		}),
+		awsconfig.WithHTTPClient(NewHTTPClient()),
 	}, load...)
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, load...)
 	if err != nil {

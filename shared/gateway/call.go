@@ -57,32 +57,49 @@ func (g *Gateway) toolsList(ctx context.Context, w http.ResponseWriter, ep endpo
 
 // toolsCall runs the whole pipeline, forwards what is allowed, runs the
 // response-side stages over the answer, and audits every outcome.
+//
+// ctx ends when the client leaves or the request's deadline passes
+// (ServeHTTP). Until the call is sent, either stops the call: the checks'
+// store work gives up and the stages' failure modes decide, and a call
+// whose client has left, or whose deadline has passed, is not sent. Once
+// it is sent, the client's leaving changes nothing: the exchange, the
+// answer's checks and the records run on a context detached from the
+// client (still within the request's deadline and the upstream budget),
+// so that the audit and the idempotency ledger get the real outcome.
 func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
 	// One UPSTREAM_TIMEOUT_SECS for all this call sends upstream: a cold
 	// catalog's tools/list during routing and the call itself share it.
 	ctx = g.up.WithBudget(ctx)
-	outcome, code, word := audit.OutcomeAllowed, 0, ""
-	sent, finished := false, false
+	outcome, code, word, detail := audit.OutcomeAllowed, 0, "", ""
+	sent, finished, dropped := false, false, false
 	// finish gives back what the checks took (a lease, an unused
 	// approval) and records a breaker result. A call that reached the
 	// upstream finishes as answered, whatever a response stage then said:
-	// it may have run, so nothing it used is given back.
+	// it may have run, so nothing it used is given back. A call dropped
+	// before it was sent finishes as refused: it never ran.
 	finish := func() {
 		if finished {
 			return
 		}
 		finished = true
 		o := outcome
-		if sent && o == audit.OutcomeRefused {
+		switch {
+		case sent && o == audit.OutcomeRefused:
 			o = audit.OutcomeAllowed
+		case dropped:
+			o = audit.OutcomeRefused
 		}
 		c.Finish(o)
 	}
+	st := &settler{parent: ctx}
+	defer st.stop()
 	defer func() {
 		// Finishing and writing the audit record are independent store
-		// writes: overlap them so they cost one round trip, not two.
+		// writes: overlap them so they cost one round trip, not two. The
+		// record is written on the settling context: after the answer,
+		// whether or not the client is still there, and bounded.
 		done := c.Async(finish)
-		g.audit(ctx, c, outcome, code, word)
+		g.audit(st.ctx(), c, outcome, code, word, detail)
 		done()
 	}()
 	refuse := func(err error) {
@@ -104,11 +121,21 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 		refuse(err)
 		return
 	}
-	resp, err := g.forward(ctx, r, c, &sent)
+	// Allowed. What follows the send runs detached from the client.
+	dctx, cancel := detached(ctx)
+	defer cancel()
+	resp, err := g.forward(ctx, dctx, st, r, c, &sent)
 	if err != nil {
 		var ref *refusal.Refusal
 		if errors.As(err, &ref) { // from the idempotency ledger
 			refuse(ref)
+			return
+		}
+		var ns *notSentError
+		if errors.As(err, &ns) {
+			g.o.Logger.Warn("call not sent", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", c.Server.Name, "why", ns.why)
+			dropped, detail = true, ns.why
+			refuse(refusal.Internal(c.CorrelationID))
 			return
 		}
 		ref, o := upstreamRefusal(err, g.o.Settings.UpstreamTimeout)
@@ -117,7 +144,7 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 		writeRefusal(w, c.ID, ref, c.Tenant.RefusalShape, c.Method)
 		return
 	}
-	if err := g.pipe.RunResults(ctx, c, resp); err != nil {
+	if err := g.pipe.RunResults(dctx, c, resp); err != nil {
 		refuse(err)
 		return
 	}
@@ -135,6 +162,59 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 	writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, resp.Result))
 }
 
+// detached returns a context with ctx's values and deadline that the
+// client's leaving does not cancel: the upstream exchange of a call that
+// was allowed, and the checks of its answer, run on it.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadlineCause(d, dl, errRequestDeadline)
+	}
+	return d, func() {}
+}
+
+// settler is a call's settling context: the one context of the writes
+// once the upstream has answered, or the call ended without it (the
+// upstream session, the idempotency ledger, the audit record). It has the
+// request's values, not its cancellation, and SettleTimeout from its first
+// use, shared by all of them.
+type settler struct {
+	parent context.Context
+	c      context.Context
+	cancel context.CancelFunc
+}
+
+func (s *settler) ctx() context.Context {
+	if s.c == nil {
+		s.c, s.cancel = context.WithTimeout(context.WithoutCancel(s.parent), SettleTimeout)
+	}
+	return s.c
+}
+
+func (s *settler) stop() {
+	if s.cancel != nil {
+		s.cancel()
+	}
+}
+
+// notSentError: an allowed call was dropped before it was sent, because
+// its client left or its request's deadline passed. Nothing ran upstream.
+type notSentError struct{ why string }
+
+func (e *notSentError) Error() string { return "call not sent: " + e.why }
+
+// notSent reports why a call that was allowed must not be sent (ctx is the
+// request's context), or nil.
+func notSent(ctx context.Context) *notSentError {
+	if ctx.Err() == nil {
+		return nil
+	}
+	if errors.Is(context.Cause(ctx), errRequestDeadline) {
+		return &notSentError{why: "the request's deadline passed before the call was sent"}
+	}
+	return &notSentError{why: "the client left before the call was sent"}
+}
+
 // forward sends the call to its upstream on the gateway session's upstream
 // session, storing the upstream session when it was (re)opened. A call with
 // an Idempotency-Key goes through the ledger first: a completed key is
@@ -142,7 +222,13 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 // params, -32063 in flight) comes back as a *refusal.Refusal error. The
 // client's own headers are never forwarded (its Authorization least of
 // all): only traceparent and Idempotency-Key travel upstream.
-func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call, sent *bool) (*jsonrpc.Response, error) {
+//
+// ctx is the request's context: the ledger's claim is made on it, and a
+// call whose ctx has ended by the send is not sent (a *notSentError).
+// The exchange runs on dctx (detached), so a client that leaves after the
+// send does not abort it; the ledger is settled with the real answer and
+// the upstream session stored on the settling context.
+func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Request, c *pipeline.Call, sent *bool) (*jsonrpc.Response, error) {
 	params := c.Params
 	if c.UpstreamTool != c.Tool {
 		name, _ := json.Marshal(c.UpstreamTool)
@@ -174,30 +260,38 @@ func (g *Gateway) forward(ctx context.Context, r *http.Request, c *pipeline.Call
 			}
 		}
 	}
+	if ns := notSent(ctx); ns != nil {
+		if claim != nil {
+			if err := claim.Release(st.ctx()); err != nil {
+				g.o.Logger.Warn("idempotency ledger not updated", "correlation_id", c.CorrelationID, "err", err)
+			}
+		}
+		return nil, ns
+	}
 	prev, _ := upstream.DecodeSession(c.Session.Upstream[c.Server.Name])
 	ex := &upstream.Exchange{Server: c.Server, Session: prev, ID: c.ID, Method: "tools/call", Params: params, Header: hdr, ToolDef: c.ToolDef}
-	uctx := ctx
+	uctx := dctx
 	var span trace.Span
 	if g.o.Tracer != nil {
-		uctx, span = g.o.Tracer.StartUpstream(ctx, c.Server.Name, c.UpstreamTool)
+		uctx, span = g.o.Tracer.StartUpstream(dctx, c.Server.Name, c.UpstreamTool)
 	}
 	*sent = true // from here on the call may reach the upstream
 	resp, used, err := g.up.Call(uctx, ex)
 	if span != nil {
 		g.o.Tracer.EndUpstream(span, resp, err)
 	}
+	sctx := st.ctx()
 	if used != prev && used.Protocol != "" {
-		if serr := g.b.SetUpstream(ctx, c.Tenant.ID, c.SessionID, c.Server.Name, used.Encode()); serr != nil {
+		if serr := g.b.SetUpstream(sctx, c.Tenant.ID, c.SessionID, c.Server.Name, used.Encode()); serr != nil {
 			g.o.Logger.Warn("could not store upstream session", "correlation_id", c.CorrelationID, "err", serr)
 		}
 	}
 	if claim != nil {
-		bg := context.WithoutCancel(ctx)
 		var lerr error
 		if err != nil {
-			lerr = claim.Release(bg)
+			lerr = claim.Release(sctx)
 		} else {
-			lerr = claim.Complete(bg, resp.Result, resp.Error)
+			lerr = claim.Complete(sctx, resp.Result, resp.Error)
 		}
 		if lerr != nil {
 			g.o.Logger.Warn("idempotency ledger not updated", "correlation_id", c.CorrelationID, "err", lerr)
@@ -214,7 +308,9 @@ func upstreamRefusal(err error, timeout time.Duration) (*refusal.Refusal, audit.
 	return refusal.Upstream(err.Error()), audit.OutcomeError
 }
 
-func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, code int, word string) {
+// audit records the call's outcome. ctx is the settling context (see
+// settler): the write neither dies with the client nor hangs.
+func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, code int, word, detail string) {
 	rec := audit.Record{
 		Time:          c.Start.UTC(),
 		Tenant:        c.Tenant.ID,
@@ -231,18 +327,20 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, 
 		LatencyMs:     float64(g.o.Now().Sub(c.Start).Microseconds()) / 1000,
 		PolicyHash:    c.PolicyHash,
 		Degraded:      c.DegradedNames(),
+		Detail:        detail,
 	}
 	if c.Server != nil {
 		rec.Server = c.Server.Name
 		rec.Tool = c.UpstreamTool
 	}
+	rec = rec.Bounded() // metrics, spans and the log line get the cut fields too
 	if g.o.Metrics != nil {
 		g.o.Metrics.RecordCall(rec)
 	}
 	if g.o.Tracer != nil {
 		g.o.Tracer.AnnotateCall(ctx, rec)
 	}
-	if err := g.b.Write(context.WithoutCancel(ctx), rec); err != nil {
+	if err := g.b.Write(ctx, rec); err != nil {
 		g.o.Logger.ErrorContext(ctx, "audit write failed; record kept in this log line", "record", rec, "err", err)
 	}
 }

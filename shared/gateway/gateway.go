@@ -58,7 +58,39 @@ type Options struct {
 	// middleware (dynamo.WithMiddleware(tracer.AddAWSMiddleware)).
 	Tracer  *telemetry.Tracer
 	Metrics Metrics // nil: no metrics
+	// StoreMargin is what the store work of one request may add to
+	// UPSTREAM_TIMEOUT_SECS in the request's deadline (see ServeHTTP);
+	// 0: DefaultStoreMargin.
+	StoreMargin time.Duration
 }
+
+// Deadlines of a request (docs/upstream.md, "Deadlines"). A request's
+// deadline is UPSTREAM_TIMEOUT_SECS + StoreMargin from its arrival: the
+// checks' store work, the upstream exchange and the answer's checks all
+// end by then, whatever the client does. The writes once the upstream has
+// answered (the upstream session, the idempotency ledger, the audit
+// record) share SettleTimeout more, on a context the client's leaving does
+// not cancel; the releases of what the checks took (Call.Finish) run
+// alongside the audit write, each store operation within the store's own
+// deadline (dynamo.Options.OpTimeout). With the defaults a request takes
+// at most UPSTREAM_TIMEOUT_SECS + 5 s, the Lambda function's timeout
+// (docs/design/lambda.md: 5 s for the store before and after the call).
+const (
+	// DefaultStoreMargin is Options.StoreMargin's default: the checks'
+	// store waves before the upstream call (each DynamoDB operation has
+	// its own 2 s budget, dynamo.DefaultOpTimeout) and the set-up of a
+	// cold tool catalog. When the store takes more, the upstream gets what
+	// is left of the deadline, never more; a call whose deadline passed
+	// before it was sent is not sent.
+	DefaultStoreMargin = 3 * time.Second
+	// SettleTimeout bounds the writes after the upstream's answer,
+	// together.
+	SettleTimeout = 2 * time.Second
+)
+
+// errRequestDeadline is the cause of a request's context when its deadline
+// passed (context.Cause); a client that left cancels it instead.
+var errRequestDeadline = errors.New("gateway: request deadline passed")
 
 // Metrics is told of every audited tools/call (shared/telemetry's EMF
 // writer implements it). RecordCall must not block.
@@ -107,6 +139,9 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	if g.o.Tiers == nil {
 		g.o.Tiers = quota.DefaultTiers()
 	}
+	if g.o.StoreMargin <= 0 {
+		g.o.StoreMargin = DefaultStoreMargin
+	}
 	s := g.o.Settings
 	g.reg = b
 	if g.o.RegistryCacheTTL > 0 {
@@ -123,12 +158,18 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	return g, nil
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. Every request has a deadline,
+// UPSTREAM_TIMEOUT_SECS + Options.StoreMargin from its arrival (see
+// DefaultStoreMargin); its context is also cancelled when the client
+// leaves, which stops the checks' store work but never a call already
+// sent upstream (toolsCall).
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	corr := correlation.ID(r.Header.Get("traceparent"))
 	w.Header().Set(correlation.Header, corr)
 	path := r.URL.Path
-	ctx := telemetry.WithCorrelationID(r.Context(), corr)
+	ctx, cancel := context.WithTimeoutCause(r.Context(), g.o.Settings.UpstreamTimeout+g.o.StoreMargin, errRequestDeadline)
+	defer cancel()
+	ctx = telemetry.WithCorrelationID(ctx, corr)
 	if g.o.Tracer != nil {
 		var span trace.Span
 		ctx, span = g.o.Tracer.StartRequest(ctx, r, telemetry.RouteName(r.Method, path), corr)
@@ -381,8 +422,11 @@ func (g *Gateway) internal(w http.ResponseWriter, c *pipeline.Call, err error) {
 	writeRefusal(w, c.ID, refusal.Internal(c.CorrelationID), "", c.Method)
 }
 
-// deleteSession ends the caller's own session. A session of another caller
-// of the same tenant is answered like an unknown one: 404, nothing deleted.
+// deleteSession ends the caller's own session, and then the upstream
+// sessions it had opened (upstream.EndSessions: a DELETE to each, within
+// upstream.EndTimeout, failures logged), so that no upstream keeps state
+// for a session nobody can use. A session of another caller of the same
+// tenant is answered like an unknown one: 404, nothing deleted.
 func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request, corr string) {
 	key, tenant, err := g.auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {
@@ -415,5 +459,16 @@ func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request, corr str
 		writeJSON(w, http.StatusServiceUnavailable, `{"error":"unavailable; correlation id `+corr+`"}`)
 		return
 	}
+	// The gateway session is gone whatever happens next; a client that
+	// leaves does not stop its upstream sessions being ended.
+	g.up.EndSessions(context.WithoutCancel(r.Context()), g.reg, tenant.ID, rec.Upstream, g.o.Logger)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// EndUpstream ends the upstream sessions of a gateway session that its
+// store forgot by itself (expired or evicted): the embedded store's
+// OnSessionEnd hook, wired by `aegis serve`. Each end is bounded by
+// upstream.EndTimeout; failures are logged.
+func (g *Gateway) EndUpstream(r session.Record) {
+	g.up.EndSessions(context.Background(), g.reg, r.Tenant, r.Upstream, g.o.Logger)
 }

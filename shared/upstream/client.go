@@ -77,9 +77,11 @@ type Client struct {
 type (
 	// ConnError: the request never left (dial failed); retried.
 	ConnError struct{ Err error }
-	// TimeoutError: the request was sent and no answer came in time.
-	// During names the set-up step that timed out ("initialize") when the
-	// call itself was never sent; empty when the call was.
+	// TimeoutError: the request was sent and no answer came in time
+	// (within the budget, or before the caller's context ended: After is
+	// then the time waited). During names the set-up step that timed out
+	// ("initialize") when the call itself was never sent; empty when the
+	// call was.
 	TimeoutError struct {
 		After  time.Duration
 		During string
@@ -112,7 +114,9 @@ func (e *TimeoutError) Error() string {
 
 // CallSent reports whether err is a timeout of the call itself: the
 // request reached the upstream and may have executed (-32064). A timeout
-// while setting up the session is not one: the call was never sent.
+// while setting up the session is not one: the call was never sent. A
+// request whose caller gave up (its context ended) after it was written is
+// reported as a TimeoutError too, never as a ConnError.
 func CallSent(err error) bool {
 	var te *TimeoutError
 	return errors.As(err, &te) && te.During == ""
@@ -338,10 +342,16 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 	if cred != nil {
 		h.Set(cred.header, cred.value)
 	}
+	began := time.Now()
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		switch {
-		case parent.Err() != nil: // the caller gave up; not the upstream's fault
+		case parent.Err() != nil && wrote.Load():
+			// The caller gave up after the request was written: the
+			// upstream may be running it. The outcome is unknown, as after
+			// a timeout; it is never a connection failure.
+			return nil, nil, &TimeoutError{After: time.Since(began).Round(time.Millisecond)}
+		case parent.Err() != nil: // the caller gave up before it left; not the upstream's fault
 			return nil, nil, &ConnError{Err: parent.Err()}
 		case (!wrote.Load() || serverClosedIdle(err)) && ctx.Err() == nil:
 			return nil, nil, &ConnError{Err: errors.Unwrap(err)}
@@ -378,8 +388,11 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 	}
 	raw, err := readAnswer(resp, ex.ID)
 	if err != nil {
-		if ctx.Err() != nil && parent.Err() == nil {
+		switch {
+		case ctx.Err() != nil && parent.Err() == nil:
 			return nil, nil, &TimeoutError{After: c.Timeout}
+		case parent.Err() != nil: // the caller gave up while the answer came: unknown, as above
+			return nil, nil, &TimeoutError{After: time.Since(began).Round(time.Millisecond)}
 		}
 		return nil, resp.Header, err
 	}

@@ -202,11 +202,26 @@ func Load() []func(*awsconfig.LoadOptions) error {
 	}
 }
 
+// OpTimeout is the per-operation deadline of the stores Store builds when
+// the test sets none (dynamo.Options.OpTimeout), and the HTTP clients
+// Client builds wait for an answer without a limit of their own. The proxy
+// that serializes requests to moto_server (see the package doc) queues
+// them: 100 parallel calls over two gateways wait seconds for their turn,
+// which DynamoDB never makes a request do, and production's budgets
+// (dynamo.DefaultOpTimeout, dynamo.ResponseHeaderTimeout) would cut them
+// short and retry them. A test of the budgets sets its own, or builds its
+// client with dynamo.NewClient.
+const OpTimeout = 30 * time.Second
+
 // Client returns a new client (its own connections) for e's endpoint, built
-// like production's (dynamo.NewClient), with optFns applied.
+// like production's (dynamo.NewClient) except for the wait for an answer
+// (see OpTimeout), with optFns applied.
 func (e Env) Client(t testing.TB, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	t.Helper()
-	optFns = append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(e.Endpoint) }}, optFns...)
+	optFns = append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
+		o.BaseEndpoint = aws.String(e.Endpoint)
+		o.HTTPClient = dynamo.NewHTTPClient().WithTransportOptions(func(tr *http.Transport) { tr.ResponseHeaderTimeout = 0 })
+	}}, optFns...)
 	c, err := dynamo.NewClient(context.Background(), Load(), optFns...)
 	if err != nil {
 		t.Fatalf("dynamotest: client: %v", err)
@@ -214,7 +229,11 @@ func (e Env) Client(t testing.TB, optFns ...func(*dynamodb.Options)) *dynamodb.C
 	return c
 }
 
-// Store returns a new store (its own client) over e's tables.
+// Store returns a new store (its own client) over e's tables; a zero
+// o.OpTimeout is OpTimeout.
 func (e Env) Store(t testing.TB, o dynamo.Options, optFns ...func(*dynamodb.Options)) *dynamo.Store {
+	if o.OpTimeout == 0 {
+		o.OpTimeout = OpTimeout
+	}
 	return dynamo.New(e.Client(t, optFns...), e.Tables, o)
 }

@@ -13,14 +13,19 @@ import (
 )
 
 // FaultProxy sits between a client and moto_server. While Down, it drops
-// every connection (DynamoDB unreachable); while Throttle > 0 it answers
-// ProvisionedThroughputExceededException and counts down. Attempts counts
-// the requests it saw.
+// every connection (DynamoDB unreachable); while Silent, it reads each
+// request and never answers, holding it until the client gives up (a
+// stopped process, SIGSTOP: connections are accepted, nothing comes back);
+// while Throttle > 0 it answers ProvisionedThroughputExceededException and
+// counts down. Attempts counts the requests it saw, Held the requests it
+// holds unanswered now.
 type FaultProxy struct {
 	URL      string
 	Down     atomic.Bool
+	Silent   atomic.Bool
 	Throttle atomic.Int64
 	Attempts atomic.Int64
+	Held     atomic.Int64
 }
 
 // NewFaultProxy starts a proxy to target (an Env's Endpoint); it stops
@@ -33,8 +38,22 @@ func NewFaultProxy(t testing.TB, target string) *FaultProxy {
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	p := &FaultProxy{}
+	quit := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.Attempts.Add(1)
+		if p.Silent.Load() {
+			_, _ = io.Copy(io.Discard, r.Body)
+			p.Held.Add(1)
+			select {
+			case <-r.Context().Done(): // the client closed the connection
+			case <-quit:
+			}
+			p.Held.Add(-1)
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				conn.Close() // never an answer, not even an empty one
+			}
+			return
+		}
 		if p.Down.Load() {
 			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
 				conn.Close()
@@ -52,7 +71,7 @@ func NewFaultProxy(t testing.TB, target string) *FaultProxy {
 		}
 		rp.ServeHTTP(w, r)
 	}))
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(quit); srv.Close() })
 	p.URL = srv.URL
 	return p
 }
