@@ -4,14 +4,16 @@
 // otherwise than the gateway does: not an object, a duplicate key, a
 // member spelt with other letter case, a name that is not a string,
 // arguments that are not an object, a server that disagrees with the path,
-// a name or server longer than MaxNameBytes. It needs no store, so it
-// cannot fail to decide.
+// a name or server longer than MaxNameBytes, a string holding a lone
+// UTF-16 surrogate escape or bytes that are not UTF-8 (see textual). It
+// needs no store, so it cannot fail to decide.
 package params
 
 import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
@@ -62,6 +64,9 @@ func read(c *pipeline.Call) *refusal.Refusal {
 	if len(c.Params) == 0 || c.Params[0] != '{' {
 		return refusal.New(refusal.InvalidParams, "Invalid params: tools/call needs an object with a name")
 	}
+	if msg := textual(c.Params); msg != "" {
+		return refusal.New(refusal.InvalidParams, "Invalid params: "+msg)
+	}
 	if k, dup := jsonrpc.DuplicateKey(c.Params); dup {
 		// The gateway reads the first of two "name"s, an upstream may run the
 		// last: a call must not be checked as one thing and run as another.
@@ -105,6 +110,75 @@ func read(c *pipeline.Call) *refusal.Refusal {
 		c.RequestedServer = srv
 	}
 	return nil
+}
+
+// textual reports why params, valid JSON (jsonrpc.Decode checked it), hold
+// a string that has no single reading, or "" when every string has one. A
+// lone surrogate escape (\uD800–\uDFFF not forming a high+low pair) and a
+// byte that is not UTF-8 (json.Valid lets both through) are each decoded
+// to U+FFFD by Go, by the canonical params hash and by the idempotency
+// ledger, while an upstream may keep them as they are: an approval for
+// "acct-\ud800" would let "acct-\udfff" run (issue 16, item 4). Such
+// params are refused rather than bound, and the message never echoes the
+// value. One pass over the bytes, no allocation. In valid JSON a backslash
+// and a byte over 0x7F occur only inside strings, so no string state is
+// kept.
+func textual(b []byte) string {
+	if !utf8.Valid(b) {
+		return "a string holds bytes that are not valid UTF-8"
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		i++ // the escaped byte; valid JSON has one
+		if i >= len(b) || b[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(b, i+1)
+		if !ok {
+			continue // not valid JSON; Decode refused it already
+		}
+		i += 4
+		switch {
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return lone
+		case r >= 0xD800 && r <= 0xDBFF:
+			if i+2 >= len(b) || b[i+1] != '\\' || b[i+2] != 'u' {
+				return lone
+			}
+			lo, ok := hex4(b, i+3)
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return lone
+			}
+			i += 6
+		}
+	}
+	return ""
+}
+
+const lone = `a string holds a lone UTF-16 surrogate escape (\uD800 to \uDFFF not in a high+low pair), which decoders read differently`
+
+// hex4 reads the four hex digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 // tooLong is the -32602 refusal of a name over MaxNameBytes.

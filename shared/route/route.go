@@ -33,7 +33,7 @@ type Lister interface {
 
 // Entry is a tool as a tenant sees it.
 type Entry struct {
-	Name   string // exposed name: the tool's own, or "server.tool" on a collision
+	Name   string // exposed name: the tool's own, or "server.tool" on a collision (see expose)
 	Server *registry.Server
 	Tool   Tool
 }
@@ -171,8 +171,9 @@ func (e *ServerError) Error() string { return fmt.Sprintf("server %s: %v", e.Ser
 func (e *ServerError) Unwrap() error { return e.Err }
 
 // View lists the tools of tenant, over all servers or only the one named
-// only. Names colliding across servers are exposed as "server.tool" for
-// every server that has them. Servers that cannot be listed are skipped and
+// only. Names colliding across servers, and names that are another tool's
+// "server.tool", are exposed as "server.tool" (see expose); every exposed
+// name is one tool. Servers that cannot be listed are skipped and
 // reported in errs.
 func (c *Catalog) View(ctx context.Context, tenant, only string) (out []Entry, errs []error, err error) {
 	return c.view(ctx, tenant, only, c.ttl)
@@ -220,12 +221,9 @@ func (c *Catalog) built(ctx context.Context, tenant, only string, maxAge time.Du
 			count[t.Name]++
 		}
 	}
+	v.entries = expose(v.entries, count)
 	for i := range v.entries {
-		e := &v.entries[i]
-		if count[e.Name] > 1 {
-			e.Name = e.Server.Name + "." + e.Tool.Name
-		}
-		v.index[e.Name] = i
+		v.index[v.entries[i].Name] = i
 	}
 	if sig, fresh := c.signature(servers, only, maxAge); fresh && len(errs) == 0 {
 		v.sig = sig
@@ -234,6 +232,37 @@ func (c *Catalog) built(ctx context.Context, tenant, only string, maxAge time.Du
 		c.mu.Unlock()
 	}
 	return v, errs, nil
+}
+
+// expose names each of entries (all with their tool's own name, counted in
+// count) so that every exposed name is one (server, tool). A tool's
+// qualified name, "server.tool", is reserved for it: the tool always
+// answers to it (view.match), and server names hold no dot
+// (registry.ValidateServerName), so no two tools share one. A tool keeps
+// its own name unless another tool in the view has the same name, or its
+// name is another tool's qualified name (server b listing "a.transfer"
+// while server a has "transfer"); then it is exposed as its own qualified
+// name ("b.a.transfer"), so that a literal name never shadows a qualified
+// one (issue 16, item 6). A name listed twice by one server is kept once,
+// the first time it is listed.
+func expose(entries []Entry, count map[string]int) []Entry {
+	qualified := make(map[string]bool, len(entries))
+	for i := range entries {
+		qualified[entries[i].Server.Name+"."+entries[i].Tool.Name] = true
+	}
+	seen := make(map[string]bool, len(entries))
+	out := entries[:0]
+	for _, e := range entries {
+		if count[e.Name] > 1 || qualified[e.Name] {
+			e.Name = e.Server.Name + "." + e.Tool.Name
+		}
+		if seen[e.Name] {
+			continue // a server listing one name twice
+		}
+		seen[e.Name] = true
+		out = append(out, e)
+	}
+	return out
 }
 
 // signature hashes the servers of a view and when each one's tools were
