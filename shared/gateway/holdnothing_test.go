@@ -189,6 +189,10 @@ func newHoldEnv(t *testing.T, stores []backend.Backend, tenant string, tune func
 			Tiers: quota.Tiers{registry.TierGrowth: quotaLimit},
 			// Wired as on Lambda: the registry is read once per instance.
 			RegistryCacheTTL: time.Minute,
+			// On DynamoDB (dynamotest serializes requests to moto) the
+			// store work of parallel calls can take seconds on a loaded
+			// machine; these tests count, they do not time.
+			StoreMargin: slowStoreMargin,
 		})
 		must(t, err)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -98,6 +98,10 @@ type dynEnv struct {
 	Session string
 }
 
+// slowStoreMargin is the request deadline's store margin for tests on
+// dynamotest's serializing proxy (see newDynEnvWith).
+const slowStoreMargin = 2 * time.Minute
+
 func newDynEnv(t *testing.T, tune func(*config.Settings), tiers quota.Tiers) *dynEnv {
 	return newDynEnvWith(t, tune, tiers, false)
 }
@@ -128,6 +132,11 @@ func newDynEnvWith(t *testing.T, tune func(*config.Settings), tiers quota.Tiers,
 			Logger:   log,
 			Now:      func() time.Time { return e.Now },
 			Tiers:    tiers,
+			// dynamotest hands moto one request at a time: with 100
+			// parallel calls on a loaded machine a call's store work waits
+			// many seconds for its turn. These tests count; they do not
+			// time, so the request deadline is out of their way.
+			StoreMargin: slowStoreMargin,
 		}
 		if production {
 			o.RegistryCacheTTL = 10 * time.Second
