@@ -20,7 +20,7 @@ func TestDefaultsFromSeed(t *testing.T) {
 	}
 	if s.ApprovalTTL != time.Hour || s.UpstreamTimeout != 10*time.Second || s.UpstreamMaxRetries != 2 ||
 		s.CircuitFailureThreshold != 5 || s.CircuitCooldown != 10*time.Second || s.UpstreamMaxConcurrent != 64 ||
-		s.RateLimitPerSession != 120 || s.RateLimitPerTool != 60 || s.ThreatMode != "block" ||
+		s.RateLimitPerSession != 120 || s.RateLimitPerTool != 60 || s.RateLimitPerKey != 600 || s.ThreatMode != "block" ||
 		s.InputValidation != "block" || s.EgressAction != "block" || s.PIIAction != "redact" || s.BillingEnforce {
 		t.Fatalf("defaults differ from the seed: %+v", s)
 	}
@@ -30,6 +30,8 @@ func TestBadSettingsNameTheVariable(t *testing.T) {
 	for _, tc := range []struct{ name, value string }{
 		{"RATE_LIMIT_PER_TOOL", "ten"},
 		{"RATE_LIMIT_PER_SESSION", "-1"},
+		{"RATE_LIMIT_PER_KEY", "-5"},
+		{"RATE_LIMIT_PER_KEY", "lots"},
 		{"UPSTREAM_TIMEOUT_SECS", "0"},
 		{"THREAT_MODE", "panic"},
 		{"PII_ACTION", "delete"},
@@ -44,8 +46,8 @@ func TestBadSettingsNameTheVariable(t *testing.T) {
 	if _, err := FromEnv(env(map[string]string{"SESSION_IDLE_SECS": "100", "SESSION_LIFETIME_SECS": "50"})); err == nil {
 		t.Error("idle longer than lifetime accepted")
 	}
-	s, err := FromEnv(env(map[string]string{"RATE_LIMIT_PER_TOOL": "0", "SERVED_TENANTS": "a, b"}))
-	if err != nil || s.RateLimitPerTool != 0 || !s.Served("b") || s.Served("c") {
+	s, err := FromEnv(env(map[string]string{"RATE_LIMIT_PER_TOOL": "0", "RATE_LIMIT_PER_KEY": "0", "SERVED_TENANTS": "a, b"}))
+	if err != nil || s.RateLimitPerTool != 0 || s.RateLimitPerKey != 0 || !s.Served("b") || s.Served("c") {
 		t.Fatalf("0 and lists: %+v %v", s, err)
 	}
 }

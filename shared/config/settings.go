@@ -21,6 +21,7 @@ type Settings struct {
 	UpstreamMaxConcurrent   int           // UPSTREAM_MAX_CONCURRENT=64, 0 = off
 	RateLimitPerSession     int           // RATE_LIMIT_PER_SESSION=120 per minute, 0 = off
 	RateLimitPerTool        int           // RATE_LIMIT_PER_TOOL=60 per minute, 0 = off
+	RateLimitPerKey         int           // RATE_LIMIT_PER_KEY=600 per minute per API key across its sessions, 0 = off
 	ThreatMode              string        // THREAT_MODE=block|monitor
 	InputValidation         string        // INPUT_VALIDATION=block|monitor|off
 	EgressAction            string        // EGRESS_ACTION=block|monitor|off
@@ -52,6 +53,7 @@ func Defaults() Settings {
 		UpstreamMaxConcurrent:   64,
 		RateLimitPerSession:     120,
 		RateLimitPerTool:        60,
+		RateLimitPerKey:         600, // 5× per session: a few busy sessions per key; minting sessions buys no more
 		ThreatMode:              "block",
 		InputValidation:         "block",
 		EgressAction:            "block",
@@ -126,6 +128,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	num("UPSTREAM_MAX_CONCURRENT", &s.UpstreamMaxConcurrent, 0)
 	num("RATE_LIMIT_PER_SESSION", &s.RateLimitPerSession, 0)
 	num("RATE_LIMIT_PER_TOOL", &s.RateLimitPerTool, 0)
+	num("RATE_LIMIT_PER_KEY", &s.RateLimitPerKey, 0)
 	oneOf("THREAT_MODE", &s.ThreatMode, "block", "monitor")
 	oneOf("INPUT_VALIDATION", &s.InputValidation, "block", "monitor", "off")
 	oneOf("EGRESS_ACTION", &s.EgressAction, "block", "monitor", "off")

@@ -37,7 +37,7 @@ func TestUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, st.Create(ctx, session.Record{ID: "s1", Tenant: "acme", Caller: "a", Created: now, LastSeen: now}))
-	rl := ratelimit.New(st, 1, 1, clock, quiet)
+	rl := ratelimit.New(st, ratelimit.Options{PerSession: 1, PerTool: 1}, clock, quiet)
 	qu := quota.New(st, quota.Options{Enabled: true, Enforce: true, Tiers: quota.Tiers{"free": 1}}, clock, quiet)
 	ks := killswitch.New(st, 2*time.Second, clock, quiet)
 	srv := &registry.Server{Tenant: "acme", Name: "payments"}

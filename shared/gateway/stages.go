@@ -42,10 +42,11 @@ var stages = [...]stage{
 	}},
 	{slot: pipeline.RateLimit, scope: pipeline.Decided, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
 		s := g.o.Settings
-		if s.RateLimitPerSession <= 0 && s.RateLimitPerTool <= 0 {
+		o := ratelimit.Options{PerSession: s.RateLimitPerSession, PerTool: s.RateLimitPerTool, PerKey: s.RateLimitPerKey}
+		if o.PerSession <= 0 && o.PerTool <= 0 && o.PerKey <= 0 {
 			return nil
 		}
-		return ratelimit.New(g.b, s.RateLimitPerSession, s.RateLimitPerTool, g.o.Now, g.o.Logger)
+		return ratelimit.New(g.b, o, g.o.Now, g.o.Logger)
 	}},
 	{slot: pipeline.Quota, scope: pipeline.Decided, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
 		s := g.o.Settings

@@ -1,6 +1,8 @@
 // Package ratelimit is the pipeline's "ratelimit" check (-32004): calls per
-// minute per session (RATE_LIMIT_PER_SESSION) and per tool within a session
-// (RATE_LIMIT_PER_TOOL), counted in fixed one-minute UTC windows in a shared
+// minute per session (RATE_LIMIT_PER_SESSION), per tool within a session
+// (RATE_LIMIT_PER_TOOL) and per API key across all its sessions
+// (RATE_LIMIT_PER_KEY, so that minting fresh sessions buys no fresh
+// calls), counted in fixed one-minute UTC windows in a shared
 // Counter so that every gateway instance sees the same count. The tool
 // window is keyed by the routed server and tool, so the names a tool
 // answers to (its exposed name, server.tool, params.server) share one
@@ -46,28 +48,36 @@ const Window = time.Minute
 const (
 	ScopeSession = "session"
 	ScopeTool    = "tool"
+	ScopeKey     = "key"
 )
+
+// Options are the limits, in calls per minute (0 = off).
+type Options struct {
+	PerSession int // settings RateLimitPerSession
+	PerTool    int // settings RateLimitPerTool
+	PerKey     int // settings RateLimitPerKey: one window per API key, across its sessions
+}
 
 // Check is the rate-limit check. It is safe for concurrent use.
 type Check struct {
 	counter    Counter
 	perSession int64
 	perTool    int64
+	perKey     int64
 	now        func() time.Time
 	log        *slog.Logger
 }
 
-// New returns the check. perSession and perTool are calls per minute
-// (settings RateLimitPerSession and RateLimitPerTool; 0 = off). now and log
-// default to time.Now and slog.Default when nil.
-func New(c Counter, perSession, perTool int, now func() time.Time, log *slog.Logger) *Check {
+// New returns the check with the limits in o. now and log default to
+// time.Now and slog.Default when nil.
+func New(c Counter, o Options, now func() time.Time, log *slog.Logger) *Check {
 	if now == nil {
 		now = time.Now
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Check{counter: c, perSession: int64(perSession), perTool: int64(perTool), now: now, log: log}
+	return &Check{counter: c, perSession: int64(o.PerSession), perTool: int64(o.PerTool), perKey: int64(o.PerKey), now: now, log: log}
 }
 
 // Keys returns the counter keys of the session window and the tool window
@@ -81,6 +91,12 @@ func Keys(tenant, session, server, tool string, now time.Time) (sessionKey, tool
 	return "rl#s#" + tenant + "#" + session + "#" + w, "rl#t#" + tenant + "#" + session + "#" + w + "#" + tool
 }
 
+// KeyWindow returns the counter key of the API key's window (all its
+// sessions) that contains now. Exported for docs and tests.
+func KeyWindow(tenant, keyID string, now time.Time) string {
+	return "rl#k#" + tenant + "#" + keyID + "#" + strconv.FormatInt(now.UTC().Truncate(Window).Unix(), 10)
+}
+
 // Check implements pipeline.Check.
 func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	decide, _ := k.Prefetch(ctx, c)
@@ -92,7 +108,7 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 // decided. When any stage refuses the call (this one included), undo gives
 // back every unit it counted: a refused call holds nothing.
 func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
-	if k.perSession <= 0 && k.perTool <= 0 {
+	if k.perSession <= 0 && k.perTool <= 0 && k.perKey <= 0 {
 		return func() error { return nil }, nil
 	}
 	now := k.now()
@@ -102,7 +118,7 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	if c.Server != nil { // routed (route resolves first): one key per tool, whatever name it was called by
 		server, tool = c.Server.Name, c.UpstreamTool
 	}
-	windows := make([]result, 0, 4)
+	windows := make([]result, 0, 5)
 	for _, who := range owners(c) {
 		sKey, tKey := Keys(c.Tenant.ID, who, server, tool, now)
 		if k.perSession > 0 {
@@ -111,6 +127,9 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		if k.perTool > 0 {
 			windows = append(windows, result{scope: ScopeTool, key: tKey, limit: k.perTool})
 		}
+	}
+	if k.perKey > 0 && c.KeyID != "" {
+		windows = append(windows, result{scope: ScopeKey, key: KeyWindow(c.Tenant.ID, c.KeyID, now), limit: k.perKey})
 	}
 	waits := make([]func(), len(windows))
 	for i := range windows {

@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +31,7 @@ func TestLimits(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("per session", func(t *testing.T) {
-		k := ratelimit.New(memstore.New(), 3, 0, clock, quiet)
+		k := ratelimit.New(memstore.New(), ratelimit.Options{PerSession: 3, PerTool: 0}, clock, quiet)
 		for i := range 3 {
 			if err := k.Check(ctx, call("s1", "tool"+string(rune('a'+i)))); err != nil {
 				t.Fatalf("call %d: %v", i+1, err)
@@ -49,7 +51,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("per tool", func(t *testing.T) {
-		k := ratelimit.New(memstore.New(), 0, 2, clock, quiet)
+		k := ratelimit.New(memstore.New(), ratelimit.Options{PerSession: 0, PerTool: 2}, clock, quiet)
 		for range 2 {
 			if err := k.Check(ctx, call("s1", "echo")); err != nil {
 				t.Fatal(err)
@@ -65,7 +67,7 @@ func TestLimits(t *testing.T) {
 	})
 	t.Run("new window", func(t *testing.T) {
 		st, at := memstore.New(), now
-		k := ratelimit.New(st, 1, 1, func() time.Time { return at }, quiet)
+		k := ratelimit.New(st, ratelimit.Options{PerSession: 1, PerTool: 1}, func() time.Time { return at }, quiet)
 		if err := k.Check(ctx, call("s1", "echo")); err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +80,7 @@ func TestLimits(t *testing.T) {
 		}
 	})
 	t.Run("off", func(t *testing.T) {
-		k := ratelimit.New(failing{}, 0, 0, clock, quiet)
+		k := ratelimit.New(failing{}, ratelimit.Options{PerSession: 0, PerTool: 0}, clock, quiet)
 		if err := k.Check(ctx, call("s1", "echo")); err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +88,7 @@ func TestLimits(t *testing.T) {
 	t.Run("store unreachable is not a refusal", func(t *testing.T) {
 		// The check could not decide; its stage fails open (the pipeline
 		// lets the call through, shared/pipeline's TestFailureModes).
-		k := ratelimit.New(failing{}, 1, 1, clock, quiet)
+		k := ratelimit.New(failing{}, ratelimit.Options{PerSession: 1, PerTool: 1}, clock, quiet)
 		var r *refusal.Refusal
 		for range 3 {
 			if err := k.Check(ctx, call("s1", "echo")); err == nil || errors.As(err, &r) {
@@ -103,3 +105,66 @@ func (failing) Incr(context.Context, string, int64, time.Time) (int64, bool, err
 }
 
 func (failing) Decr(context.Context, string) error { return store.ErrUnavailable }
+
+// TestPerKeyAcrossSessions: the key's window spans all its sessions, so
+// minting sessions buys no calls. L calls are admitted in the minute, the
+// rest refused with scope key, however many sessions they came in.
+func TestPerKeyAcrossSessions(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 15, 0, time.UTC)
+	clock := func() time.Time { return now }
+	ctx := context.Background()
+	const limit, calls = 7, 60
+	st := memstore.New()
+	k := ratelimit.New(st, ratelimit.Options{PerSession: 100, PerTool: 100, PerKey: limit}, clock, quiet)
+	var (
+		mu       sync.Mutex
+		admitted int
+		wg       sync.WaitGroup
+	)
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := call("s"+strconv.Itoa(i/3), "echo") // a new session every 3 calls
+			c.KeyID = "k1"
+			c.NewSession = i%3 == 0
+			err := k.Check(ctx, c)
+			mu.Lock()
+			defer mu.Unlock()
+			var r *refusal.Refusal
+			switch {
+			case err == nil:
+				admitted++
+			case errors.As(err, &r) && r.Code == -32004 && r.Fields["scope"] == "key" && r.Fields["limit"] == limit:
+			default:
+				t.Errorf("call %d: %v, want nil or -32004 scope key", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if admitted != limit {
+		t.Fatalf("admitted %d calls across sessions, want exactly %d", admitted, limit)
+	}
+	other := call("s-other", "echo")
+	other.KeyID = "k2"
+	if err := k.Check(ctx, other); err != nil {
+		t.Fatalf("another key: %v", err)
+	}
+
+	// A call refused by any stage gives its unit in the key's window back.
+	st2 := memstore.New()
+	k2 := ratelimit.New(st2, ratelimit.Options{PerKey: 1}, clock, quiet)
+	c := call("s1", "echo")
+	c.KeyID = "k1"
+	decide, undo := k2.Prefetch(ctx, c)
+	if err := decide(); err != nil {
+		t.Fatal(err)
+	}
+	undo() // a later stage refused
+	if err := k2.Check(ctx, c); err != nil {
+		t.Fatalf("after undo: %v, want the unit given back", err)
+	}
+	if err := k2.Check(ctx, c); err == nil {
+		t.Fatal("2nd counted call admitted over a per-key limit of 1")
+	}
+}

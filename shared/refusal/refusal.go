@@ -91,7 +91,7 @@ var Table = []Entry{
 	{CodeInternal, InternalError, "Internal error", http.StatusOK, "an internal failure; the message carries only the correlation id"},
 	{CodeUpstream, UpstreamError, "Upstream error", http.StatusOK, "upstream unreachable, non-2xx, or unreadable; detail capped at 300 characters, brokered credentials removed"},
 	{CodePolicyDenied, PolicyDenied, "Denied by policy", http.StatusOK, "an RBAC role or a policy rule refuses the call"},
-	{CodeRateLimited, RateLimited, "Rate limit exceeded", http.StatusOK, "per-session or per-tool window exhausted, or more than 600 sessions minted for one API key in a minute (scope new_session); data: scope, limit, retry_after_ms"},
+	{CodeRateLimited, RateLimited, "Rate limit exceeded", http.StatusOK, "per-session, per-tool or per-API-key window exhausted (scope session, tool, key), or more than 600 sessions minted for one API key in a minute (scope new_session); data: scope, limit, retry_after_ms"},
 	{CodeCapabilityDenied, CapabilityDenied, "Outside the session's grant", http.StatusOK, "outside the session's grant: grant list, session clocks, tool-call budget"},
 	{CodePromptInjection, PromptInjection, "Prompt injection detected", http.StatusOK, "injection found in arguments or in a tool result (THREAT_MODE=block)"},
 	{CodeToolPoisoning, ToolPoisoning, "Tool definition rejected", http.StatusOK, "poisoned tool definition, or one that changed since it was pinned"},
@@ -208,7 +208,7 @@ func Decode(e *jsonrpc.DecodeError) *Refusal {
 
 // --- builders for the codes that carry data (seed 004) ---
 
-// RateLimit is -32004 with scope ("session" or "tool"), limit and retry_after_ms.
+// RateLimit is -32004 with scope ("session", "tool" or "key"), limit and retry_after_ms.
 func RateLimit(scope string, limit int, retryAfterMs int64) *Refusal {
 	return New(RateLimited, fmt.Sprintf("Rate limit exceeded: %d calls per minute per %s", limit, scope)).
 		With("scope", scope).With("limit", limit).With("retry_after_ms", retryAfterMs)
