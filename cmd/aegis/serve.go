@@ -184,7 +184,7 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 	}
 	// A slow client cannot hold a connection forever: the whole request
 	// must arrive in 30 s; the answer may take as long as a call can.
-	budget := callBudget(settings)
+	budget := settings.CallBudget()
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -225,16 +225,6 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 		return err
 	}
 	return cause
-}
-
-// callBudget is the longest a request can take to be answered: initialize
-// and the call, each with the upstream timeout, its retries, and 30 s for
-// the store and the client. It is the server's WriteTimeout (an answer
-// cannot be written later) and so also the bound on finishing the calls in
-// flight at shutdown: 80 s with the defaults (UPSTREAM_TIMEOUT_SECS=10,
-// UPSTREAM_MAX_RETRIES=2).
-func callBudget(s config.Settings) time.Duration {
-	return time.Duration(s.UpstreamMaxRetries+3)*s.UpstreamTimeout + 30*time.Second
 }
 
 // drain stops srv on SIGTERM or SIGINT: the listener is closed at once (new

@@ -216,3 +216,13 @@ func (s Settings) Served(tenant string) bool {
 	}
 	return false
 }
+
+// CallBudget is the longest a request can take to be answered: initialize
+// and the call, each with the upstream timeout, its retries, and 30 s for
+// the store and the client. `aegis serve` uses it as its WriteTimeout (an
+// answer cannot be written later) and its drain bound at shutdown, and the
+// approval stage as the floor of an approval use's lease: 80 s with the
+// defaults (UPSTREAM_TIMEOUT_SECS=10, UPSTREAM_MAX_RETRIES=2).
+func (s Settings) CallBudget() time.Duration {
+	return time.Duration(s.UpstreamMaxRetries+3)*s.UpstreamTimeout + 30*time.Second
+}

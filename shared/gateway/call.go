@@ -246,18 +246,16 @@ func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Reques
 		hdr.Set("Idempotency-Key", key)
 		k, _ := json.Marshal(key)
 		params = upstream.SetMeta(params, idempotency.MetaKey, k)
-		{
-			cl, ref, err := g.ledger.Begin(ctx, c.Tenant.ID, key, idempotency.Hash(c.Server.Name, c.UpstreamTool, params), idempotency.NewHolder())
-			switch {
-			case ref != nil:
-				return nil, ref
-			case err != nil:
-				g.o.Logger.Warn("idempotency ledger unavailable; call forwarded without it", "correlation_id", c.CorrelationID, "err", err)
-			case cl.Replay:
-				return &jsonrpc.Response{ID: c.ID, Result: cl.Result, Error: cl.ErrObj}, nil
-			default:
-				claim = cl
-			}
+		cl, ref, err := g.ledger.Begin(ctx, c.Tenant.ID, key, idempotency.Hash(c.Server.Name, c.UpstreamTool, params), idempotency.NewHolder())
+		switch {
+		case ref != nil:
+			return nil, ref
+		case err != nil:
+			g.o.Logger.Warn("idempotency ledger unavailable; call forwarded without it", "correlation_id", c.CorrelationID, "err", err)
+		case cl.Replay:
+			return &jsonrpc.Response{ID: c.ID, Result: cl.Result, Error: cl.ErrObj}, nil
+		default:
+			claim = cl
 		}
 	}
 	if ns := notSent(ctx); ns != nil {

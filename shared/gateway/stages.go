@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"time"
-
 	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/breaker"
 	"github.com/aegis-gw/aegis/shared/killswitch"
@@ -74,10 +72,9 @@ var stages = [...]stage{
 	}},
 	{slot: pipeline.Approval, scope: pipeline.Decided, mode: pipeline.FailClosed, unavailable: approval.Unavailable, check: func(g *Gateway) pipeline.Check {
 		s := g.o.Settings
-		// The lease outlasts the longest a call can take (aegis serve's
-		// write timeout and drain bound: (UPSTREAM_MAX_RETRIES+3) ×
-		// UPSTREAM_TIMEOUT_SECS + 30 s), never shorter than the default.
-		lease := max(approval.DefaultLease, time.Duration(s.UpstreamMaxRetries+3)*s.UpstreamTimeout+30*time.Second)
+		// The lease outlasts the longest a call can take, never shorter
+		// than the default.
+		lease := max(approval.DefaultLease, s.CallBudget())
 		return approval.New(g.b, approval.Options{TTL: s.ApprovalTTL, Lease: lease, Now: g.o.Now, Logger: g.o.Logger, Audit: g.b, Notifier: g.o.Notifier})
 	}},
 	{slot: pipeline.Breaker, scope: pipeline.Decided, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
