@@ -55,18 +55,24 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-func TestAdminCLI(t *testing.T) {
-	key := admin.NewKey()
-	srv, up := startLocal(t, key)
-	u := "--url=" + srv.URL
-	ok := func(args ...string) string {
+// cliOK returns a runner of `aegis admin ARGS... URL` that fails the test
+// unless the command exits 0, and returns its output.
+func cliOK(t *testing.T, url string) func(args ...string) string {
+	return func(args ...string) string {
 		t.Helper()
-		code, out, errs := runCLI(t, append(args, u)...)
+		code, out, errs := runCLI(t, append(args, url)...)
 		if code != 0 {
 			t.Fatalf("aegis admin %v: exit %d\n%s%s", args, code, out, errs)
 		}
 		return out
 	}
+}
+
+func TestAdminCLI(t *testing.T) {
+	key := admin.NewKey()
+	srv, up := startLocal(t, key)
+	u := "--url=" + srv.URL
+	ok := cliOK(t, u)
 	ok("tenants", "create", "acme", "--tier", "growth")
 	if out := ok("tenants"); !strings.Contains(out, "acme") || !strings.Contains(out, "growth") {
 		t.Fatalf("tenants table:\n%s", out)

@@ -22,14 +22,7 @@ func TestAdminAuditEscapesAgentText(t *testing.T) {
 	key := admin.NewKey()
 	srv, up := startLocal(t, key)
 	u := "--url=" + srv.URL
-	ok := func(args ...string) string {
-		t.Helper()
-		code, out, errs := runCLI(t, append(args, u)...)
-		if code != 0 {
-			t.Fatalf("aegis admin %v: exit %d\n%s%s", args, code, out, errs)
-		}
-		return out
-	}
+	ok := cliOK(t, u)
 	ok("tenants", "create", "acme")
 	ok("servers", "add", "--tenant", "acme", "--name", "payments", "--server-url", up.URL)
 	var issued admin.IssuedKey
