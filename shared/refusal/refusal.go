@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 )
@@ -90,9 +91,9 @@ var Table = []Entry{
 	{CodeInternal, SessionError, "Session error: unknown or expired session; drop X-Session-ID to start a new one", http.StatusOK, "unknown or expired X-Session-ID / Mcp-Session-Id"},
 	{CodeInternal, InternalError, "Internal error", http.StatusOK, "an internal failure; the message carries only the correlation id"},
 	{CodeUpstream, UpstreamError, "Upstream error", http.StatusOK, "upstream unreachable, non-2xx, or unreadable; detail capped at 300 characters, brokered credentials removed"},
-	{CodePolicyDenied, PolicyDenied, "Denied by policy", http.StatusOK, "an RBAC role or a policy rule refuses the call"},
+	{CodePolicyDenied, PolicyDenied, "Denied by policy", http.StatusOK, "an RBAC role or a policy rule refuses the call; while the tenant's policy set cannot be read, every decidable call (data: reason \"policy not loaded\")"},
 	{CodeRateLimited, RateLimited, "Rate limit exceeded", http.StatusOK, "per-session, per-tool or per-API-key window exhausted (scope session, tool, key), or more than 600 sessions minted for one API key in a minute (scope new_session); data: scope, limit, retry_after_ms"},
-	{CodeCapabilityDenied, CapabilityDenied, "Outside the session's grant", http.StatusOK, "outside the session's grant: grant list, session clocks, tool-call budget"},
+	{CodeCapabilityDenied, CapabilityDenied, "Outside the session's grant", http.StatusOK, "outside the session's grant: grant list, session clocks, tool-call budget (data: reason lifetime, idle, grant, tool_calls or steps)"},
 	{CodePromptInjection, PromptInjection, "Prompt injection detected", http.StatusOK, "injection found in arguments or in a tool result (THREAT_MODE=block)"},
 	{CodeToolPoisoning, ToolPoisoning, "Tool definition rejected", http.StatusOK, "poisoned tool definition, or one that changed since it was pinned"},
 	{CodeSensitiveData, SensitiveData, "Sensitive data in result", http.StatusOK, "credential, card number or SSN in a result (PII_ACTION=block)"},
@@ -258,6 +259,25 @@ func Upstream(detail string) *Refusal {
 	return New(UpstreamError, "Upstream error: "+detail)
 }
 
+// Policy is -32003 for a call a policy refuses. reason is "" for a rule's
+// denial: the message says only that policy denied it, and neither it nor
+// the data names the rule (the audit record does). A non-empty reason (the
+// policy's "policy not loaded", while the tenant's set cannot be read) is
+// put in the message and in data.reason, so that a client tells an outage
+// from a denial.
+func Policy(reason string) *Refusal {
+	if reason == "" {
+		return New(PolicyDenied, "")
+	}
+	return New(PolicyDenied, "Denied by policy: "+reason).With("reason", reason)
+}
+
+// Capability is -32005 for a call outside the session's grant; data.reason
+// is the cause, one of lifetime, idle, grant, tool_calls, steps.
+func Capability(reason string) *Refusal {
+	return New(CapabilityDenied, "Outside the session's grant: "+reason).With("reason", reason)
+}
+
 // Stopped is -32062 for a tool or a whole server.
 func Stopped(tool, server string) *Refusal {
 	return New(ToolStopped, fmt.Sprintf("Tool %s on %s is stopped by an operator", tool, server))
@@ -277,6 +297,20 @@ func Schema(pointer, keyword string) *Refusal {
 	}
 	return New(InvalidParams, fmt.Sprintf("Invalid params: arguments fail the tool's inputSchema: %q at %s", keyword, at)).
 		With("pointer", pointer).With("keyword", keyword)
+}
+
+// Sensitive is -32052 for an answer that carries a credential, a card
+// number or an SSN (PII_ACTION=block); data.kinds lists the kinds found,
+// never the values.
+func Sensitive(kinds []string) *Refusal {
+	return New(SensitiveData, "Sensitive data in result: "+strings.Join(kinds, ", ")+"; the answer was withheld").With("kinds", kinds)
+}
+
+// Egress is -32053 for arguments that carry a credential, a card number or
+// an SSN (EGRESS_ACTION=block); data.kinds lists the kinds found, never the
+// values.
+func Egress(kinds []string) *Refusal {
+	return New(EgressBlocked, "Sensitive data in arguments: "+strings.Join(kinds, ", ")+"; the call was not sent").With("kinds", kinds)
 }
 
 // Unknown is -32601 for a method or tool this tenant does not have.

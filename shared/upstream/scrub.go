@@ -11,6 +11,8 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	content "github.com/aegis-gw/aegis/shared/scan"
 )
 
 // Redacted replaces a brokered credential wherever it is found in what comes
@@ -1347,7 +1349,7 @@ func (s *scrubSet) deeperMatch(p []byte, levels int, bufs *viewBufs) bool {
 	views[0] = p
 	nv := 1
 	for v := p; levels > 0 && bytes.IndexByte(v, '\\') >= 0; levels-- {
-		v = unescapeJSONText(bufs.get(nv), v)
+		v = content.AppendUnescaped(bufs.get(nv), v)
 		bufs.keep(nv, v)
 		if s.matches(v) {
 			return true
@@ -1376,7 +1378,15 @@ func (s *scrubSet) deeperMatch(p []byte, levels int, bufs *viewBufs) bool {
 
 // viewBufs are the buffers the views of one string are decoded into,
 // reused from string to string and scrub to scrub.
-type viewBufs struct{ b [maxJSONDepth + 3][]byte }
+// Between deepJSON and its Visit they also carry the walk: the set, the
+// text, the output so far and the end of what was copied.
+type viewBufs struct {
+	b    [maxJSONDepth + 3][]byte
+	set  *scrubSet
+	t    []byte
+	out  []byte
+	prev int
+}
 
 var viewPool = sync.Pool{New: func() any { return new(viewBufs) }}
 
@@ -1406,44 +1416,19 @@ func (s *scrubSet) deepString(t []byte) []byte {
 }
 
 // deepJSON applies the decoded pass to every string of a JSON text t
-// (already scanned): it returns t itself when nothing matches.
+// (already scanned), keys included, as package scan's Walk decodes them: it returns
+// t itself when nothing matches. A t that is not one JSON value (the scan
+// keeps a valid document valid, so only an invalid answer is one) becomes
+// the string "[REDACTED]": its strings cannot be told apart.
 func (s *scrubSet) deepJSON(t []byte) []byte {
-	var out []byte
-	prev := 0
 	bufs := viewPool.Get().(*viewBufs)
 	defer viewPool.Put(bufs)
-	for i := 0; i < len(t); i++ {
-		q := bytes.IndexByte(t[i:], '"')
-		if q < 0 {
-			break
-		}
-		start := i + q + 1
-		end := start
-		for {
-			k := bytes.IndexByte(t[end:], '"')
-			if k < 0 {
-				end = len(t)
-				break
-			}
-			end += k
-			b := end
-			for b > start && t[b-1] == '\\' {
-				b--
-			}
-			if (end-b)%2 == 0 {
-				break // not an escaped quote
-			}
-			end++
-		}
-		esc := bytes.IndexByte(t[start:end], '\\') >= 0
-		if repl, changed := s.deepContent(t[start:end], esc, bufs); changed {
-			if out == nil {
-				out = make([]byte, 0, len(t))
-			}
-			out = append(append(out, t[prev:start]...), repl...)
-			prev = end
-		}
-		i = end
+	bufs.set, bufs.t, bufs.out, bufs.prev = s, t, nil, 0
+	err := content.WalkVisitor(t, bufs)
+	out, prev := bufs.out, bufs.prev
+	bufs.set, bufs.t, bufs.out = nil, nil, nil
+	if err != nil {
+		return []byte(`"` + Redacted + `"`)
 	}
 	if out == nil {
 		return t
@@ -1451,14 +1436,26 @@ func (s *scrubSet) deepJSON(t []byte) []byte {
 	return append(out, t[prev:]...)
 }
 
-// deepContent is the decoded pass on the content c of one JSON string
-// (esc: it holds a backslash): the new content, and whether it changed.
-func (s *scrubSet) deepContent(c []byte, esc bool, bufs *viewBufs) ([]byte, bool) {
-	p := c
-	if esc {
-		p = unescapeJSONText(bufs.get(0), c)
-		bufs.keep(0, p)
+// Visit is deepJSON's visit of one string: its content is replaced in
+// out when the decoded pass changes it.
+func (v *viewBufs) Visit(str *content.String) error {
+	if str.Number {
+		return nil
 	}
+	if repl, changed := v.set.deepContent(str.Raw, str.Decoded, str.Escaped, v); changed {
+		if v.out == nil {
+			v.out = make([]byte, 0, len(v.t))
+		}
+		v.out = append(append(v.out, v.t[v.prev:str.Start]...), repl...)
+		v.prev = str.End
+	}
+	return nil
+}
+
+// deepContent is the decoded pass on the content c of one JSON string,
+// p decoded (esc: c holds an escape, p is then not c): the new content,
+// and whether it changed.
+func (s *scrubSet) deepContent(c, p []byte, esc bool, bufs *viewBufs) ([]byte, bool) {
 	if !esc && bytes.IndexByte(c, '%') < 0 {
 		if !s.hasRun(c) {
 			return c, false // the common path: nothing decoded, no run
@@ -1471,52 +1468,7 @@ func (s *scrubSet) deepContent(c []byte, esc bool, bufs *viewBufs) ([]byte, bool
 	if !changed {
 		return c, false
 	}
-	return appendJSONContent(nil, out), true
-}
-
-// unescapeJSONText decodes the JSON escapes of t as encoding/json does
-// (a lone surrogate becomes U+FFFD); a backslash that starts no valid
-// escape is kept as it is.
-func unescapeJSONText(out, t []byte) []byte {
-	for i := 0; i < len(t); {
-		c := t[i]
-		if c != '\\' || i+1 >= len(t) {
-			out = append(out, c)
-			i++
-			continue
-		}
-		if r, ok := shortEscape(t[i+1]); ok {
-			out = append(out, byte(r))
-			i += 2
-			continue
-		}
-		if t[i+1] != 'u' {
-			out = append(out, c)
-			i++
-			continue
-		}
-		u, st := hex4(t, i+2)
-		if st != charOK {
-			out = append(out, c)
-			i++
-			continue
-		}
-		i += 6
-		if utf16.IsSurrogate(u) {
-			r := utf8.RuneError
-			if u < 0xdc00 && i+1 < len(t) && t[i] == '\\' && t[i+1] == 'u' {
-				if lo, st := hex4(t, i+2); st == charOK {
-					if d := utf16.DecodeRune(u, lo); d != utf8.RuneError {
-						r = d
-						i += 6
-					}
-				}
-			}
-			u = r
-		}
-		out = utf8.AppendRune(out, u)
-	}
-	return out
+	return content.AppendEscaped(nil, out), true
 }
 
 // percentDecode decodes every %XX of t (either case); other bytes stay.
@@ -1530,44 +1482,6 @@ func percentDecode(out, t []byte) []byte {
 			}
 		}
 		out = append(out, t[i])
-	}
-	return out
-}
-
-// appendJSONContent appends s as the content of a JSON string.
-func appendJSONContent(out, s []byte) []byte {
-	const hexDigits = "0123456789abcdef"
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
-				out = append(out, '\\', c)
-			case c == '\n':
-				out = append(out, `\n`...)
-			case c == '\r':
-				out = append(out, `\r`...)
-			case c == '\t':
-				out = append(out, `\t`...)
-			case c < 0x20:
-				out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			default:
-				out = append(out, c)
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRune(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			out = append(out, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			out = append(out, `\u202`...)
-			out = append(out, hexDigits[r&0xf])
-		default:
-			out = append(out, s[i:i+n]...)
-		}
-		i += n
 	}
 	return out
 }

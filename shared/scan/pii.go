@@ -1,0 +1,390 @@
+package scan
+
+import "strings"
+
+var none = Finding{Start: -1}
+
+// card: a payment card number at t[i]: 13 to 19 digits, in one group or
+// in groups of 3 to 8 (the first of 4) split by one kind of
+// separator (single spaces or single dashes), in an issuer's range and of
+// a length that issuer uses, passing the Luhn check, not touching a
+// letter or another digit. The longest such run of groups wins, so
+// "4111 1111 1111 1111 2029" is a card and a year.
+func card(t string, i int) Finding {
+	var groups [8][2]int
+	var digits [19]byte
+	ng, nd := 0, 0
+	sep := byte(0)
+	j := i
+	for ng < len(groups) {
+		k := j + runMax(t[j:], isDigit, 20)
+		if nd+k-j > len(digits) {
+			break
+		}
+		nd += copy(digits[nd:], t[j:k])
+		groups[ng] = [2]int{j, k}
+		ng++
+		if k+1 < len(t) && (t[k] == ' ' || t[k] == '-') && isDigit(t[k+1]) && (sep == 0 || t[k] == sep) {
+			sep = t[k]
+			j = k + 1
+			continue
+		}
+		break
+	}
+	if ng == 0 {
+		return none
+	}
+	if ng > 1 {
+		if groups[0][1]-groups[0][0] != 4 {
+			return none
+		}
+	}
+	total := 0
+	best := -1
+	for b := 0; b < ng; b++ {
+		n := groups[b][1] - groups[b][0]
+		if b > 0 && (n < 3 || n > 8) {
+			break
+		}
+		total += n
+		if total >= 13 && numberEnds(t, groups[b][1]) && !(b+1 < ng && sep == '-') &&
+			issuer(digits[:total]) && luhn(digits[:total]) {
+			best = b
+		}
+	}
+	if best < 0 {
+		return none
+	}
+	return Finding{Kind: KindCard, Rule: "card-luhn", Start: i, End: groups[best][1]}
+}
+
+// issuer reports whether d, the digits of a card number, start in a
+// network's range and have a length that network issues: Visa (4; 13, 16,
+// 19), Mastercard (51-55, 2221-2720; 16), American Express (34, 37; 15),
+// Discover (6011, 644-649, 65; 16-19), JCB (3528-3589; 16-19), Diners Club
+// (300-305, 3095, 36, 38, 39; 14-19), UnionPay (62; 16-19).
+func issuer(d []byte) bool {
+	n := len(d)
+	p2 := int(d[0]-'0')*10 + int(d[1]-'0')
+	p3 := p2*10 + int(d[2]-'0')
+	p4 := p3*10 + int(d[3]-'0')
+	switch {
+	case d[0] == '4':
+		return n == 13 || n == 16 || n == 19
+	case p2 >= 51 && p2 <= 55, p4 >= 2221 && p4 <= 2720:
+		return n == 16
+	case p2 == 34 || p2 == 37:
+		return n == 15
+	case p4 == 6011, p3 >= 644 && p3 <= 649, p2 == 65, p2 == 62, p4 >= 3528 && p4 <= 3589:
+		return n >= 16 && n <= 19
+	case p3 >= 300 && p3 <= 305, p4 == 3095, p2 == 36, p2 == 38, p2 == 39:
+		return n >= 14 && n <= 19
+	}
+	return false
+}
+
+func luhn(d []byte) bool {
+	sum := 0
+	for i := range d {
+		n := int(d[len(d)-1-i] - '0')
+		if i%2 == 1 {
+			n *= 2
+			if n > 9 {
+				n -= 9
+			}
+		}
+		sum += n
+	}
+	return sum%10 == 0
+}
+
+// ssnWords make 9 bare digits an SSN.
+var ssnWords = []string{"ssn", "social security", "socialsecurity", "ss#", "soc sec", "tax id", "taxpayer"}
+
+// ssn: a US social security number at t[i]: NNN-NN-NNNN or NNN NN NNNN
+// (one kind of separator), or 9 bare digits after a word such as "ssn" or
+// "social security" (within 32 bytes, or in the member's name); never
+// area 000, 666 or 900-999, group 00 or serial 0000.
+func ssn(t string, i int, member []byte) Finding {
+	if len(t)-i < 9 {
+		return none
+	}
+	if i+11 <= len(t) && (t[i+3] == '-' || t[i+3] == ' ') && t[i+6] == t[i+3] &&
+		run(t[i:i+3], isDigit) == 3 && run(t[i+4:i+6], isDigit) == 2 && run(t[i+7:i+11], isDigit) == 4 &&
+		numberEnds(t, i+11) && !spacedRun(t, i, i+11, t[i+3]) && validSSN(t[i:i+3], t[i+4:i+6], t[i+7:i+11]) {
+		return Finding{Kind: KindSSN, Rule: "ssn", Start: i, End: i + 11}
+	}
+	if runMax(t[i:], isDigit, 10) == 9 && numberEnds(t, i+9) && validSSN(t[i:i+3], t[i+3:i+5], t[i+5:i+9]) &&
+		(contextBefore(t, i, 32, ssnWords) || memberHas(member, []string{"ssn", "socialsecurity"})) {
+		return Finding{Kind: KindSSN, Rule: "ssn-bare", Start: i, End: i + 9}
+	}
+	return none
+}
+
+// spacedRun reports whether t[start:end], groups of digits split by
+// spaces (sep), is part of a longer such run: a digit group just before
+// or after it ("834 67 1040 46" is a list of numbers).
+func spacedRun(t string, start, end int, sep byte) bool {
+	if sep != ' ' {
+		return false
+	}
+	return start >= 2 && t[start-1] == ' ' && isDigit(t[start-2]) || end+1 < len(t) && t[end] == ' ' && isDigit(t[end+1])
+}
+
+func validSSN(area, group, serial string) bool {
+	return area != "000" && area != "666" && area[0] != '9' && group != "00" && serial != "0000"
+}
+
+// dobWords make a date a date of birth.
+var dobWords = []string{"dob", "d.o.b", "born", "birth", "geb."}
+
+// dob: a date of birth at t[i]: a date (YYYY-MM-DD, YYYY/MM/DD,
+// MM/DD/YYYY, DD/MM/YYYY, DD.MM.YYYY, MM-DD-YYYY, one kind of separator,
+// a year from 1900 to 2099) after "dob", "born" or "birth" (within 40
+// bytes, or in the member's name).
+func dob(t string, i int, member []byte) Finding {
+	end := date(t, i)
+	if end < 0 || !(contextBefore(t, i, 40, dobWords) || memberHas(member, []string{"dob", "birth", "born"})) {
+		return none
+	}
+	return Finding{Kind: KindDOB, Rule: "dob", Start: i, End: end}
+}
+
+// date returns the end of a valid date at t[i], or -1.
+func date(t string, i int) int {
+	num := func(j, n int) int {
+		if j+n > len(t) || run(t[j:j+n], isDigit) != n {
+			return -1
+		}
+		v := 0
+		for _, c := range []byte(t[j : j+n]) {
+			v = v*10 + int(c-'0')
+		}
+		return v
+	}
+	isSep := func(c byte) bool { return c == '-' || c == '/' || c == '.' }
+	if i+10 > len(t) || !numberEnds(t, i+10) {
+		return -1
+	}
+	okYear := func(y int) bool { return y >= 1900 && y <= 2099 }
+	okMD := func(m, d int) bool { return m >= 1 && m <= 12 && d >= 1 && d <= 31 }
+	if y := num(i, 4); y >= 0 && isSep(t[i+4]) && t[i+7] == t[i+4] {
+		if okYear(y) && okMD(num(i+5, 2), num(i+8, 2)) {
+			return i + 10
+		}
+		return -1
+	}
+	a, b := num(i, 2), num(i+3, 2)
+	if a < 0 || b < 0 || !isSep(t[i+2]) || t[i+5] != t[i+2] || !okYear(num(i+6, 4)) {
+		return -1
+	}
+	if okMD(a, b) || okMD(b, a) {
+		return i + 10
+	}
+	return -1
+}
+
+// isNXX reports whether t[j:j+3] is a North American area code or
+// exchange: three digits, the first 2 to 9.
+func isNXX(t string, j int) bool {
+	return j+3 <= len(t) && t[j] >= '2' && t[j] <= '9' && isDigit(t[j+1]) && isDigit(t[j+2])
+}
+
+// phoneNational: a North American number at t[i]: NXX-NXX-XXXX with one
+// kind of separator ('-', '.' or a space).
+func phoneNational(t string, i int) Finding {
+	if i+12 > len(t) || !isNXX(t, i) {
+		return none
+	}
+	s := t[i+3]
+	if s != '-' && s != '.' && s != ' ' || t[i+7] != s || !isNXX(t, i+4) ||
+		run(t[i+8:i+12], isDigit) != 4 || !numberEnds(t, i+12) || spacedRun(t, i, i+12, s) {
+		return none
+	}
+	return Finding{Kind: KindPhone, Rule: "phone-nanp", Start: i, End: i + 12}
+}
+
+// phoneParen: "(NXX) NXX-XXXX", the space optional, the dash perhaps a
+// space or a dot.
+func phoneParen(t string, i int) Finding {
+	if i > 0 && isAlnum(t[i-1]) || !isNXX(t, i+1) || i+5 > len(t) || t[i+4] != ')' {
+		return none
+	}
+	j := i + 5
+	if j < len(t) && t[j] == ' ' {
+		j++
+	}
+	if j+8 > len(t) || !isNXX(t, j) || t[j+3] != '-' && t[j+3] != ' ' && t[j+3] != '.' ||
+		run(t[j+4:j+8], isDigit) != 4 || !numberEnds(t, j+8) {
+		return none
+	}
+	return Finding{Kind: KindPhone, Rule: "phone-nanp", Start: i, End: j + 8}
+}
+
+// phoneE164: an international number at t[i], '+': a country code that
+// does not start with 0, then 8 to 15 digits in all, in groups split by
+// single spaces, dashes or dots, the area perhaps in parentheses. A
+// number with country code 1 has 11 digits and a valid area code.
+func phoneE164(t string, i int) Finding {
+	j := i + 1
+	if j >= len(t) || t[j] < '1' || t[j] > '9' {
+		return none
+	}
+	var d [16]byte
+	n := 0
+	end := j
+	for j < len(t) && n <= 15 {
+		c := t[j]
+		switch {
+		case isDigit(c):
+			d[n] = c
+			n++
+			j++
+			end = j
+			continue
+		case (c == ' ' || c == '-' || c == '.') && j+1 < len(t) && (isDigit(t[j+1]) || t[j+1] == '('):
+			j++
+			continue
+		case c == '(' && j+1 < len(t) && isDigit(t[j+1]):
+			k := j + 1 + runMax(t[j+1:], isDigit, 5)
+			if k < len(t) && t[k] == ')' && k-j-1 <= 4 {
+				for _, c := range []byte(t[j+1 : k]) {
+					if n < len(d) {
+						d[n] = c
+						n++
+					}
+				}
+				j = k + 1
+				end = j
+				if j < len(t) && (t[j] == ' ' || t[j] == '-') && j+1 < len(t) && isDigit(t[j+1]) {
+					j++
+				}
+				continue
+			}
+		}
+		break
+	}
+	if n < 8 || n > 15 || !numberEnds(t, end) {
+		return none
+	}
+	if d[0] == '1' && (n != 11 || d[1] < '2' || d[4] < '2') {
+		return none
+	}
+	return Finding{Kind: KindPhone, Rule: "phone-e164", Start: i, End: end}
+}
+
+// ibanLen is the registered length of each country's IBAN, by its ISO
+// 3166 code (SWIFT's IBAN registry).
+var ibanLen = func() (t [26 * 26]uint8) {
+	for _, e := range strings.Fields(`AD24 AE23 AL28 AT20 AZ28 BA20 BE16 BG22 BH22 BI27 BR29 BY28 CH21
+		CR22 CY28 CZ24 DE22 DJ27 DK18 DO28 EE20 EG29 ES24 FI18 FK18 FO18 FR27 GB22 GE22 GI23 GL18
+		GR27 GT28 HN28 HR21 HU28 IE22 IL23 IQ23 IS26 IT27 JO30 KW30 KZ20 LB28 LC32 LI21 LT20 LU20
+		LV21 LY25 MC27 MD24 ME22 MK19 MN20 MR27 MT31 MU30 NI28 NL18 NO15 OM23 PK24 PL28 PS29 PT25
+		QA29 RO24 RS22 RU33 SA24 SC31 SD18 SE24 SI19 SK24 SM27 SO23 ST25 SV28 TL23 TN24 TR26 UA29
+		VA22 VG24 XK20 YE30`) {
+		t[int(e[0]-'A')*26+int(e[1]-'A')] = (e[2]-'0')*10 + e[3] - '0'
+	}
+	return t
+}()
+
+// iban: an IBAN at t[i]: a country code, two check digits and the
+// account (upper-case letters and digits), of the country's registered
+// length, written in one piece or in groups of four split by single
+// spaces, passing the mod-97 check.
+func iban(t string, i int) Finding {
+	if i+4 > len(t) || !isUpper(t[i+1]) || !isDigit(t[i+2]) || !isDigit(t[i+3]) {
+		return none
+	}
+	want := int(ibanLen[int(t[i]-'A')*26+int(t[i+1]-'A')])
+	if want == 0 {
+		return none
+	}
+	var buf [34]byte
+	n, j := 0, i
+	spaced := false
+	for j < len(t) && n < want {
+		c := t[j]
+		if isUpperDigit(c) {
+			buf[n] = c
+			n++
+			j++
+			continue
+		}
+		if c != ' ' || n%4 != 0 || j+1 >= len(t) || !isUpperDigit(t[j+1]) || n > 4 && !spaced {
+			return none
+		}
+		spaced = true
+		j++
+	}
+	if n != want || j < len(t) && isAlnum(t[j]) {
+		return none
+	}
+	rem := 0
+	for k := range want {
+		c := buf[(k+4)%want]
+		if isDigit(c) {
+			rem = (rem*10 + int(c-'0')) % 97
+		} else {
+			rem = (rem*100 + int(c-'A') + 10) % 97
+		}
+	}
+	if rem != 1 {
+		return none
+	}
+	return Finding{Kind: KindIBAN, Rule: "iban", Start: i, End: j}
+}
+
+func isLocalByte(c byte) bool {
+	return isAlnum(c) || c == '.' || c == '_' || c == '%' || c == '+' || c == '-'
+}
+
+func isDomainByte(c byte) bool { return isAlnum(c) || c == '-' || c == '.' }
+
+// fileTLDs are file extensions that end "name@2x.png"-like text, not
+// domains.
+var fileTLDs = []string{"png", "jpg", "jpeg", "gif", "svg", "webp", "ico", "js", "ts", "css", "map", "json", "txt", "md", "html", "py", "go", "rb", "java", "tgz", "zip"}
+
+// email: an address around t[at], '@': a local part of letters, digits
+// and ._%+- (not starting or ending with '.', at most 64 bytes, not
+// reaching back before floor), a domain of two labels or more, each of
+// letters, digits and inner dashes, the last (the TLD) of 2 to 24 letters
+// or "xn--", and not a file extension ("icon@2x.png"). A final dot is
+// not part of it.
+func email(t string, at, floor int) Finding {
+	s := at
+	for s > floor && at-s < 65 && isLocalByte(t[s-1]) {
+		s--
+	}
+	if s == at || at-s > 64 || s > 0 && isLocalByte(t[s-1]) || t[s] == '.' || t[at-1] == '.' || s > 0 && t[s-1] == '@' {
+		return none
+	}
+	e := at + 1
+	for e < len(t) && e-at <= 254 && isDomainByte(t[e]) {
+		e++
+	}
+	for e > at+1 && (t[e-1] == '.' || t[e-1] == '-') {
+		e--
+	}
+	dom := t[at+1 : e]
+	if len(dom) < 4 || len(dom) > 253 || e < len(t) && (t[e] == '@' || t[e] == '_') {
+		return none
+	}
+	labels := 0
+	last := ""
+	for l := range strings.SplitSeq(dom, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return none
+		}
+		labels++
+		last = l
+	}
+	if labels < 2 || len(last) < 2 || len(last) > 24 || !strings.HasPrefix(last, "xn--") && run(last, isLetter) != len(last) {
+		return none
+	}
+	for _, x := range fileTLDs {
+		if strings.EqualFold(last, x) {
+			return none
+		}
+	}
+	return Finding{Kind: KindEmail, Rule: "email", Start: s, End: e}
+}

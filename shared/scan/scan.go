@@ -1,0 +1,241 @@
+// Package scan is aegis's one content scanner: a single pass over the
+// decoded strings of a JSON message (object keys and values, nested
+// objects and arrays, and the JSON texts that strings carry, to a bounded
+// depth) that finds credentials, payment card numbers, US social security
+// numbers, IBANs, email addresses, phone numbers and dates of birth, each
+// with its kind, a stable rule id, the JSON pointer of the string and the
+// byte span inside the decoded string.
+//
+// Detection is hand-written: each byte is looked up in a trigger table and
+// only the few bytes that can start a finding (a digit at a word start, a
+// known credential prefix, '@', '+', '=', ':', "-----BEGIN ") run a
+// detector, which reads a bounded window (or, for a PEM block, the block).
+// The work is linear in the document, and Scan allocates nothing when it
+// finds nothing and is given a dst with room.
+//
+// What a finding means is up to the caller: Kind.Sensitive tells the kinds
+// that block a message (credentials, cards, SSNs); the others are personal
+// data that callers mask or log. Redact replaces findings by markers.
+// See docs/design/scan.md for the rules, the measured precision and recall,
+// and what is out of reach.
+package scan
+
+import (
+	"sync"
+	"unsafe"
+)
+
+// Kind is what a finding is.
+type Kind uint8
+
+// The kinds, in the order Options.Kinds and Kind.String know them.
+const (
+	KindCredential Kind = iota // an API key, token, private key or random secret value
+	KindCard                   // a payment card number (issuer range, length, Luhn)
+	KindSSN                    // a US social security number
+	KindIBAN                   // an international bank account number (mod-97)
+	KindEmail                  // an email address
+	KindPhone                  // a phone number
+	KindDOB                    // a date next to a word that makes it a date of birth
+	numKinds
+)
+
+var kindNames = [numKinds]string{"credential", "card", "ssn", "iban", "email", "phone", "dob"}
+
+// String is the kind's name: "credential", "card", "ssn", "iban", "email",
+// "phone" or "dob" ("unknown" for any other value).
+func (k Kind) String() string {
+	if k < numKinds {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+// Sensitive reports whether findings of kind k block a message (refusal
+// codes -32052 and -32053): true for credentials, cards and SSNs.
+func (k Kind) Sensitive() bool {
+	return k == KindCredential || k == KindCard || k == KindSSN
+}
+
+// Finding is one match.
+type Finding struct {
+	Kind Kind
+	// Rule is the stable id of the rule that matched ("github-pat",
+	// "aws-access-key-id", "card-luhn", "ssn", "iban", "email",
+	// "phone-e164", "dob", ...). Rules lists them all.
+	Rule string
+	// Path is the RFC 6901 pointer, in the scanned document, of the
+	// string that holds the finding; for a key, the pointer of its
+	// member. ScanString reports "".
+	Path string
+	// Nested holds, when the string at Path carries a JSON text and the
+	// finding is inside it, the pointer of the string inside that text,
+	// one pointer per level of nesting, outermost first. Start and End
+	// are then offsets in the innermost decoded string.
+	Nested []string
+	// Key reports that the finding is in an object key.
+	Key bool
+	// Number reports that the finding is a JSON number (a card number
+	// sent as one); the span is inside its literal text.
+	Number bool
+	// Start and End are the byte span of the finding inside the decoded
+	// string (or the number's text).
+	Start, End int
+}
+
+// Options configure a Scanner. The zero value (or nil) turns every kind
+// on with the default depth.
+type Options struct {
+	// Kinds are the kinds to find; nil or empty means all of them.
+	Kinds []Kind
+	// MaxDepth is the number of JSON levels scanned: 1 is the document
+	// only, 2 also the JSON texts its strings carry (a string that starts
+	// with '{' or '[' after spaces and parses as one JSON value), and so
+	// on. 0 means DefaultMaxDepth; values above MaxMaxDepth are capped.
+	MaxDepth int
+}
+
+// Depth bounds of Options.MaxDepth.
+const (
+	DefaultMaxDepth = 3
+	MaxMaxDepth     = 8
+)
+
+// Scanner finds sensitive content. It is immutable after New and safe for
+// concurrent use.
+type Scanner struct {
+	on       [numKinds]bool
+	maxDepth int
+	pool     sync.Pool // *state
+}
+
+// New returns a Scanner for o (nil: every kind, DefaultMaxDepth). o is
+// copied.
+func New(o *Options) *Scanner {
+	s := &Scanner{maxDepth: DefaultMaxDepth}
+	if o != nil {
+		for _, k := range o.Kinds {
+			if k < numKinds {
+				s.on[k] = true
+			}
+		}
+		if o.MaxDepth > 0 {
+			s.maxDepth = min(o.MaxDepth, MaxMaxDepth)
+		}
+	}
+	if o == nil || len(o.Kinds) == 0 {
+		for k := range s.on {
+			s.on[k] = true
+		}
+	}
+	s.pool.New = func() any { return newState(s) }
+	return s
+}
+
+// Scan appends to dst the findings in doc, one JSON value, in document
+// order, and returns the extended slice. For a doc that is not one JSON
+// value it returns a *SyntaxError with the findings before the error.
+// With a dst that has room, Scan allocates nothing unless it finds
+// something.
+func (s *Scanner) Scan(doc []byte, dst []Finding) ([]Finding, error) {
+	st := s.pool.Get().(*state)
+	st.dst = dst
+	err := st.walk(0, doc)
+	dst = st.dst
+	st.dst = nil
+	s.pool.Put(st)
+	return dst, err
+}
+
+// ScanString appends to dst the findings in str, taken as the decoded
+// content of one JSON string (so a JSON text in it is scanned as one), and
+// returns the extended slice. Findings have Path "".
+func (s *Scanner) ScanString(str string, dst []Finding) []Finding {
+	st := s.pool.Get().(*state)
+	st.dst = dst
+	b := unsafe.Slice(unsafe.StringData(str), len(str)) // read only
+	st.levels[0].Visit(&String{Raw: b, Decoded: b, End: len(b)})
+	dst = st.dst
+	st.dst = nil
+	s.pool.Put(st)
+	return dst
+}
+
+// state is the reusable working memory of one scan.
+type state struct {
+	s      *Scanner
+	dst    []Finding
+	levels [MaxMaxDepth]level
+}
+
+// level walks the JSON text at one depth.
+type level struct {
+	st *state
+	d  int
+	w  walker
+}
+
+func newState(s *Scanner) *state {
+	st := &state{s: s}
+	for d := range st.levels {
+		st.levels[d] = level{st: st, d: d}
+	}
+	return st
+}
+
+func (st *state) walk(d int, doc []byte) error {
+	l := &st.levels[d]
+	l.w.reset(doc, l)
+	return l.w.run()
+}
+
+// Visit scans one string (or number) at level l.d.
+func (l *level) Visit(str *String) error {
+	st := l.st
+	s := st.s
+	mark := len(st.dst)
+	switch {
+	case str.Number:
+		st.dst = s.number(str.Decoded, str.Member, st.dst)
+	case !str.Key && l.d+1 < s.maxDepth && holdsJSON(str.Decoded):
+		if st.walk(l.d+1, str.Decoded) == nil {
+			// The inner findings got their paths at the inner level.
+			l.nest(mark, str)
+			return nil
+		}
+		st.dst = st.dst[:mark]
+		fallthrough
+	default:
+		t := unsafe.String(unsafe.SliceData(str.Decoded), len(str.Decoded)) // read only, during this call
+		st.dst = s.text(t, str.Member, st.dst)
+	}
+	for i := mark; i < len(st.dst); i++ {
+		f := &st.dst[i]
+		f.Path, f.Key, f.Number = string(str.Path), str.Key, str.Number
+	}
+	return nil
+}
+
+// nest moves the findings from mark on, found in the JSON text held by
+// str, one level out: their Path goes to the front of Nested.
+func (l *level) nest(mark int, str *String) {
+	for i := mark; i < len(l.st.dst); i++ {
+		f := &l.st.dst[i]
+		f.Nested = append([]string{f.Path}, f.Nested...)
+		f.Path = string(str.Path)
+	}
+}
+
+// holdsJSON reports whether b starts, after spaces, with '{' or '['.
+func holdsJSON(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{', '[':
+			return true
+		}
+		return false
+	}
+	return false
+}

@@ -1,0 +1,386 @@
+package scan
+
+import (
+	"math"
+	"strings"
+)
+
+// Triggers: what a byte may start. Most bytes start nothing and cost one
+// table look-up.
+const (
+	trDigit  = 1 << iota // cards, SSNs, phones, dates
+	trCred               // the first byte of a credential prefix
+	trUpper              // an IBAN's country code
+	trAt                 // an email's '@'
+	trPlus               // an E.164 phone number
+	trParen              // "(415) 555-0134"
+	trAssign             // '=' or ':' after a secret's name
+	trDash               // "-----BEGIN "
+)
+
+// wordASCII marks the bytes of an ASCII word: letters, digits, '_'.
+var wordASCII = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = isAlnum(byte(c)) || c == '_'
+	}
+	return t
+}()
+
+var trigger = func() (t [256]uint8) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] |= trDigit
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] |= trUpper
+	}
+	for _, r := range credRules {
+		t[r.prefix[0]] |= trCred
+	}
+	t['@'] |= trAt
+	t['+'] |= trPlus
+	t['('] |= trParen
+	t['='] |= trAssign
+	t[':'] |= trAssign
+	t['-'] |= trDash
+	return t
+}()
+
+// text appends the findings in t, one decoded string; member is the raw
+// key of the member t is the value of (nil for none).
+func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
+	mark := len(dst)
+	on := &s.on
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		tr := trigger[c]
+		var f Finding
+		if wordASCII[c] {
+			// A word (ASCII letters, digits, '_'): findings start only at
+			// its first byte, so the rest of it is passed over at once.
+			f = none
+			switch {
+			case tr&trDigit != 0:
+				if numberStart(t, i) {
+					f = s.numeric(t, i, member)
+				}
+			case tr&(trCred|trUpper) != 0 && startsWord(t, i):
+				if tr&trCred != 0 && on[KindCredential] {
+					f = credential(t, i)
+				}
+				if f.Start < 0 && tr&trUpper != 0 && on[KindIBAN] {
+					f = iban(t, i)
+				}
+			}
+			if f.Start < 0 {
+				for i+1 < len(t) && wordASCII[t[i+1]] {
+					i++
+				}
+				continue
+			}
+		} else {
+			switch {
+			case tr == 0:
+				continue
+			case tr&trAt != 0:
+				if !on[KindEmail] {
+					continue
+				}
+				f = email(t, i, lastEnd(dst, mark))
+			case tr&trPlus != 0:
+				if !on[KindPhone] || i > 0 && isAlnum(t[i-1]) {
+					continue
+				}
+				f = phoneE164(t, i)
+			case tr&trParen != 0:
+				if !on[KindPhone] {
+					continue
+				}
+				f = phoneParen(t, i)
+			case tr&trAssign != 0:
+				if !on[KindCredential] {
+					continue
+				}
+				f = assignment(t, i)
+			case tr&trDash != 0:
+				if !on[KindCredential] || !startsWord(t, i) {
+					continue
+				}
+				f = credential(t, i)
+			}
+		}
+		if f.Start < 0 {
+			continue
+		}
+		// An email's local part starts before its '@' and may reach back
+		// over text already passed; nothing else does.
+		dst = append(dst, f)
+		i = f.End - 1
+		if f.Rule == "aws-access-key-id" && on[KindCredential] {
+			if g := awsSecretAfter(t, f.End); g.Start >= 0 {
+				dst = append(dst, g)
+				i = g.End - 1
+			}
+		}
+	}
+	if len(dst) == mark && len(member) > 0 && len(t) >= 8 && on[KindCredential] {
+		if f := secretMember(t, member); f.Start >= 0 {
+			dst = append(dst, f)
+		}
+	}
+	return dst
+}
+
+// lastEnd is where the last finding appended after mark ends (0 if none).
+func lastEnd(dst []Finding, mark int) int {
+	if len(dst) > mark {
+		return dst[len(dst)-1].End
+	}
+	return 0
+}
+
+// numeric tries the detectors that start with a digit at t[i]. The
+// length of the run of digits there tells which can match: a card starts
+// with 4 or more digits, an SSN or a North American phone number with 3
+// (9 bare digits for an SSN), a date with 2 or 4.
+func (s *Scanner) numeric(t string, i int, member []byte) Finding {
+	n := runMax(t[i:], isDigit, 20)
+	if n == 1 || n > 19 || n >= 5 && n <= 8 || n >= 10 && n <= 12 {
+		return none
+	}
+	on := &s.on
+	if on[KindCard] && (n == 4 || n >= 13) {
+		if f := card(t, i); f.Start >= 0 {
+			return f
+		}
+	}
+	if on[KindSSN] && (n == 3 || n == 9) {
+		if f := ssn(t, i, member); f.Start >= 0 {
+			return f
+		}
+	}
+	if on[KindDOB] && (n == 2 || n == 4) {
+		if f := dob(t, i, member); f.Start >= 0 {
+			return f
+		}
+	}
+	if on[KindPhone] && n == 3 {
+		if f := phoneNational(t, i); f.Start >= 0 {
+			return f
+		}
+	}
+	return Finding{Start: -1}
+}
+
+// number scans a JSON number's literal: a card number, or a bare SSN in a
+// member named like one.
+func (s *Scanner) number(lit, member []byte, dst []Finding) []Finding {
+	if len(lit) < 9 || len(lit) > 19 {
+		return dst
+	}
+	for _, c := range lit {
+		if !isDigit(c) {
+			return dst
+		}
+	}
+	t := string(lit) // 9 to 19 digits: rare, and short
+	if s.on[KindCard] {
+		if f := card(t, 0); f.Start == 0 && f.End == len(t) {
+			return append(dst, f)
+		}
+	}
+	if s.on[KindSSN] && len(t) == 9 && validSSN(t[0:3], t[3:5], t[5:9]) && memberHas(member, ssnWords) {
+		return append(dst, Finding{Kind: KindSSN, Rule: "ssn-bare", Start: 0, End: 9})
+	}
+	return dst
+}
+
+func isDigit(c byte) bool  { return c >= '0' && c <= '9' }
+func isLetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
+func isUpper(c byte) bool  { return c >= 'A' && c <= 'Z' }
+func isLower(c byte) bool  { return c >= 'a' && c <= 'z' }
+func isAlnum(c byte) bool  { return isDigit(c) || isLetter(c) }
+
+// isWordByte reports whether c continues a word: an ASCII letter or digit,
+// '_', or a byte of a non-ASCII character.
+func isWordByte(c byte) bool { return isAlnum(c) || c == '_' || c >= 0x80 }
+
+// isKeyByte: the base64url alphabet, which most API keys are written in.
+func isKeyByte(c byte) bool { return isAlnum(c) || c == '_' || c == '-' }
+
+func isB64(c byte) bool { return isAlnum(c) || c == '+' || c == '/' }
+
+// startsWord reports whether a token may start at s[i]: not inside a
+// word, a hyphenated word or a dotted name.
+func startsWord(s string, i int) bool {
+	if i == 0 {
+		return true
+	}
+	c := s[i-1]
+	return !isWordByte(c) && c != '-' && !(c == '.' && i >= 2 && isWordByte(s[i-2]))
+}
+
+// endsWord reports whether a token may end just before s[i]: at a word's
+// end, and not where a dotted or hyphenated name (a host, a branch) goes
+// on.
+func endsWord(s string, i int) bool {
+	if i == len(s) {
+		return true
+	}
+	c := s[i]
+	return !isWordByte(c) && !((c == '.' || c == '-') && i+1 < len(s) && isWordByte(s[i+1]))
+}
+
+// numberStart reports whether a number may start at s[i], a digit: not
+// after a letter, a digit, or a digit and a separator ("v1.2", "12-3").
+func numberStart(s string, i int) bool {
+	if i == 0 {
+		return true
+	}
+	c := s[i-1]
+	if isAlnum(c) || c == '_' {
+		return false
+	}
+	if (c == '.' || c == '-' || c == '/' || c == ',') && i >= 2 && isAlnum(s[i-2]) {
+		return false
+	}
+	return true
+}
+
+// numberEnds reports whether a number may end just before s[i]: not
+// before a letter or digit, nor a separator and a digit.
+func numberEnds(s string, i int) bool {
+	if i == len(s) {
+		return true
+	}
+	c := s[i]
+	if isAlnum(c) || c == '_' {
+		return false
+	}
+	if (c == '.' || c == '-' || c == '/' || c == ',') && i+1 < len(s) && isDigit(s[i+1]) {
+		return false
+	}
+	return true
+}
+
+// run returns the length of the longest prefix of s made of bytes in ok.
+func run(s string, ok func(byte) bool) int {
+	n := 0
+	for n < len(s) && ok(s[n]) {
+		n++
+	}
+	return n
+}
+
+// runMax is run stopped at limit bytes, so that rules with a bounded
+// length cost a bounded time wherever they are tried.
+func runMax(s string, ok func(byte) bool, limit int) int {
+	return run(s[:min(len(s), limit)], ok)
+}
+
+// fewWords reports whether fewer than three of the parts of b, split at
+// any byte other than a letter or a digit, are shaped like words: three
+// letters or more, in lower case, capitalized or in upper case.
+func fewWords(b string) bool {
+	words := 0
+	for i := 0; i < len(b); {
+		n := run(b[i:], isAlnum)
+		if isWord(b[i : i+n]) {
+			words++
+		}
+		i += n + 1
+	}
+	return words < 3
+}
+
+// isWord reports whether w is three letters or more, in lower case,
+// capitalized or in upper case.
+func isWord(w string) bool {
+	if len(w) < 3 || run(w, isLetter) != len(w) {
+		return false
+	}
+	return run(w[1:], isLower) == len(w)-1 || run(w, isUpper) == len(w)
+}
+
+// looksRandom reports whether b, the body of a credential whose format
+// does not fix its length, looks generated rather than written: it has
+// both letters and digits, and few words.
+func looksRandom(b string) bool {
+	return strings.ContainsFunc(b, func(r rune) bool { return r < 0x80 && isLetter(byte(r)) }) &&
+		strings.ContainsAny(b, "0123456789") && fewWords(b)
+}
+
+// caseMixed reports whether b changes between lower and upper case
+// letters at least four times, as random base64 without digits does and
+// written words do not.
+func caseMixed(b string) bool {
+	changes := 0
+	for i := 1; i < len(b); i++ {
+		if isLetter(b[i-1]) && isLetter(b[i]) && (b[i-1] < 'a') != (b[i] < 'a') {
+			changes++
+		}
+	}
+	return changes >= 4
+}
+
+// mixedOrRandom reports whether b looks random, or has few words and
+// letters whose case is mixed in place of digits.
+func mixedOrRandom(b string) bool {
+	return looksRandom(b) || caseMixed(b) && fewWords(b)
+}
+
+// entropy is the Shannon entropy of b's bytes, in bits per byte.
+func entropy(b string) float64 {
+	var counts [256]uint16
+	for i := 0; i < len(b); i++ {
+		counts[b[i]]++
+	}
+	h, n := 0.0, float64(len(b))
+	for _, c := range counts {
+		if c > 0 {
+			p := float64(c) / n
+			h -= p * math.Log2(p)
+		}
+	}
+	return h
+}
+
+// contextBefore reports whether one of words (lower case) ends within
+// window bytes before t[i], compared case-insensitively, each at a word
+// start.
+func contextBefore(t string, i, window int, words []string) bool {
+	from := max(0, i-window)
+	for _, w := range words {
+		for j := i - len(w); j >= from; j-- {
+			if !strings.EqualFold(t[j:j+len(w)], w) {
+				continue
+			}
+			if j == 0 || !isLetter(t[j-1]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// memberHas reports whether the member key holds one of words (lower
+// case, letters only), ignoring case and any byte that is not a letter.
+func memberHas(member []byte, words []string) bool {
+	if len(member) == 0 || len(member) > 64 {
+		return false
+	}
+	var buf [64]byte
+	n := 0
+	for _, c := range member {
+		if isLetter(c) {
+			buf[n] = c | 0x20
+			n++
+		}
+	}
+	k := string(buf[:n]) // does not escape: compared only
+	for _, w := range words {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
+}

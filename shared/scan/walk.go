@@ -1,0 +1,512 @@
+package scan
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// String is one JSON string (or, with Number set, one number) met by Walk.
+// Its slices are valid only during the visit that receives it: the walker
+// reuses them.
+type String struct {
+	// Path is the RFC 6901 pointer of the value; for an object key, the
+	// pointer of its member.
+	Path []byte
+	// Key reports that the string is an object key.
+	Key bool
+	// Number reports that the value is a JSON number; Raw and Decoded are
+	// then its literal text.
+	Number bool
+	// Start and End are the bounds of the string's content in the
+	// document, between its quotes: Raw is doc[Start:End].
+	Start, End int
+	Raw        []byte
+	// Decoded is the content with every escape decoded (a lone surrogate
+	// becomes U+FFFD, as encoding/json reads it). It is Raw itself when
+	// the string holds no escape.
+	Decoded []byte
+	// Escaped reports that Raw holds an escape.
+	Escaped bool
+	// Member is the raw key of the member the value belongs to (for an
+	// array element, that of the nearest enclosing member), nil at the top
+	// level and for keys. Detectors use it as context ("ssn", "dob").
+	Member []byte
+}
+
+// SyntaxError is the error Walk and Scan return for a document that is not
+// one JSON value.
+type SyntaxError struct {
+	Offset int // the byte where the document stops being JSON
+	msg    string
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("scan: invalid JSON at byte %d: %s", e.Offset, e.msg)
+}
+
+// MaxNesting is how deeply arrays and objects may nest in a document Walk
+// accepts: encoding/json's own limit.
+const MaxNesting = 10000
+
+// Walk calls visit for every string of doc, object keys included, and
+// every number, in document order, in one pass. doc must be one JSON value
+// (RFC 8259, surrounding whitespace allowed); otherwise Walk returns a
+// *SyntaxError, after visiting the strings before the error. A non-nil
+// error from visit stops the walk and is returned. Walk does not modify
+// doc and does not look inside strings that hold JSON text (Scanner does).
+func Walk(doc []byte, visit func(s *String) error) error {
+	return WalkVisitor(doc, funcVisitor(visit))
+}
+
+// Visitor receives the strings of a walk (see Walk).
+type Visitor interface {
+	Visit(s *String) error
+}
+
+// WalkVisitor is Walk with v.Visit as the visit function. It allocates
+// nothing once its pooled buffers have grown to the document's needs, so
+// a caller that keeps its own state in a reused v walks for free.
+func WalkVisitor(doc []byte, v Visitor) error {
+	w := walkerPool.Get().(*walker)
+	w.reset(doc, v)
+	err := w.run()
+	w.reset(nil, nil)
+	walkerPool.Put(w)
+	return err
+}
+
+var walkerPool = sync.Pool{New: func() any { return new(walker) }}
+
+type funcVisitor func(s *String) error
+
+func (f funcVisitor) Visit(s *String) error { return f(s) }
+
+// walker is one Walk. It keeps its buffers between walks when reused.
+type walker struct {
+	doc  []byte
+	i    int
+	path []byte
+	buf  []byte // decoded strings
+	str  String
+	v    Visitor
+}
+
+func (w *walker) reset(doc []byte, v Visitor) {
+	w.doc, w.i, w.path, w.v = doc, 0, w.path[:0], v
+	w.str = String{}
+}
+
+func (w *walker) run() error {
+	w.space()
+	if err := w.value(0, nil); err != nil {
+		return err
+	}
+	w.space()
+	if w.i != len(w.doc) {
+		return w.fail("data after the value")
+	}
+	return nil
+}
+
+func (w *walker) fail(msg string) error { return &SyntaxError{Offset: w.i, msg: msg} }
+
+func (w *walker) space() {
+	for w.i < len(w.doc) {
+		switch w.doc[w.i] {
+		case ' ', '\t', '\n', '\r':
+			w.i++
+		default:
+			return
+		}
+	}
+}
+
+func (w *walker) value(depth int, member []byte) error {
+	if w.i >= len(w.doc) {
+		return w.fail("unexpected end")
+	}
+	switch c := w.doc[w.i]; c {
+	case '{':
+		if depth >= MaxNesting {
+			return w.fail("nested too deep")
+		}
+		return w.object(depth)
+	case '[':
+		if depth >= MaxNesting {
+			return w.fail("nested too deep")
+		}
+		return w.array(depth, member)
+	case '"':
+		start, end, esc, err := w.quoted()
+		if err != nil {
+			return err
+		}
+		return w.emit(start, end, esc, false, member)
+	case 't':
+		return w.literal("true")
+	case 'f':
+		return w.literal("false")
+	case 'n':
+		return w.literal("null")
+	default:
+		start := w.i
+		if err := w.number(); err != nil {
+			return err
+		}
+		s := &w.str
+		s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.path, false, true, start, w.i, member
+		s.Raw = w.doc[start:w.i]
+		s.Decoded, s.Escaped = s.Raw, false
+		return w.v.Visit(s)
+	}
+}
+
+func (w *walker) literal(lit string) error {
+	if len(w.doc)-w.i < len(lit) || string(w.doc[w.i:w.i+len(lit)]) != lit {
+		return w.fail("invalid literal")
+	}
+	w.i += len(lit)
+	return nil
+}
+
+func (w *walker) number() error {
+	d := w.doc
+	if w.i < len(d) && d[w.i] == '-' {
+		w.i++
+	}
+	switch {
+	case w.i < len(d) && d[w.i] == '0':
+		w.i++
+	case w.i < len(d) && d[w.i] >= '1' && d[w.i] <= '9':
+		for w.i < len(d) && isDigit(d[w.i]) {
+			w.i++
+		}
+	default:
+		return w.fail("invalid value")
+	}
+	if w.i < len(d) && d[w.i] == '.' {
+		w.i++
+		if w.i >= len(d) || !isDigit(d[w.i]) {
+			return w.fail("invalid number")
+		}
+		for w.i < len(d) && isDigit(d[w.i]) {
+			w.i++
+		}
+	}
+	if w.i < len(d) && (d[w.i] == 'e' || d[w.i] == 'E') {
+		w.i++
+		if w.i < len(d) && (d[w.i] == '+' || d[w.i] == '-') {
+			w.i++
+		}
+		if w.i >= len(d) || !isDigit(d[w.i]) {
+			return w.fail("invalid number")
+		}
+		for w.i < len(d) && isDigit(d[w.i]) {
+			w.i++
+		}
+	}
+	return nil
+}
+
+func (w *walker) object(depth int) error {
+	w.i++ // '{'
+	w.space()
+	if w.i < len(w.doc) && w.doc[w.i] == '}' {
+		w.i++
+		return nil
+	}
+	base := len(w.path)
+	for {
+		if w.i >= len(w.doc) || w.doc[w.i] != '"' {
+			return w.fail("expected a member name")
+		}
+		start, end, esc, err := w.quoted()
+		if err != nil {
+			return err
+		}
+		key := w.doc[start:end]
+		if esc {
+			w.buf = AppendUnescaped(w.buf[:0], key)
+			key = w.buf
+		}
+		w.path = appendToken(append(w.path[:base], '/'), key)
+		if err := w.emit(start, end, esc, true, nil); err != nil {
+			return err
+		}
+		w.space()
+		if w.i >= len(w.doc) || w.doc[w.i] != ':' {
+			return w.fail("expected ':'")
+		}
+		w.i++
+		w.space()
+		if err := w.value(depth+1, w.doc[start:end]); err != nil {
+			return err
+		}
+		w.space()
+		if w.i >= len(w.doc) {
+			return w.fail("unexpected end")
+		}
+		switch w.doc[w.i] {
+		case ',':
+			w.i++
+			w.space()
+		case '}':
+			w.i++
+			w.path = w.path[:base]
+			return nil
+		default:
+			return w.fail("expected ',' or '}'")
+		}
+	}
+}
+
+func (w *walker) array(depth int, member []byte) error {
+	w.i++ // '['
+	w.space()
+	if w.i < len(w.doc) && w.doc[w.i] == ']' {
+		w.i++
+		return nil
+	}
+	base := len(w.path)
+	for n := 0; ; n++ {
+		w.path = strconv.AppendInt(append(w.path[:base], '/'), int64(n), 10)
+		if err := w.value(depth+1, member); err != nil {
+			return err
+		}
+		w.space()
+		if w.i >= len(w.doc) {
+			return w.fail("unexpected end")
+		}
+		switch w.doc[w.i] {
+		case ',':
+			w.i++
+			w.space()
+		case ']':
+			w.i++
+			w.path = w.path[:base]
+			return nil
+		default:
+			return w.fail("expected ',' or ']'")
+		}
+	}
+}
+
+// strByte classifies the bytes of a string's content: 0 plain, 1 ends or
+// escapes ('"', '\'), 2 invalid (a control character).
+var strByte = func() (t [256]uint8) {
+	for c := range 0x20 {
+		t[c] = 2
+	}
+	t['"'], t['\\'] = 1, 1
+	return t
+}()
+
+// quoted reads the string at w.i (its opening quote) and returns the
+// bounds of its content and whether it holds an escape.
+func (w *walker) quoted() (start, end int, esc bool, err error) {
+	d := w.doc
+	w.i++
+	start = w.i
+	for {
+		for w.i < len(d) && strByte[d[w.i]] == 0 {
+			w.i++
+		}
+		if w.i >= len(d) {
+			return 0, 0, false, w.fail("unterminated string")
+		}
+		switch d[w.i] {
+		case '"':
+			end = w.i
+			w.i++
+			return start, end, esc, nil
+		case '\\':
+			esc = true
+			if w.i+1 >= len(d) {
+				return 0, 0, false, w.fail("unterminated string")
+			}
+			switch d[w.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				w.i += 2
+			case 'u':
+				if w.i+6 > len(d) || !isHex(d[w.i+2]) || !isHex(d[w.i+3]) || !isHex(d[w.i+4]) || !isHex(d[w.i+5]) {
+					return 0, 0, false, w.fail("invalid \\u escape")
+				}
+				w.i += 6
+			default:
+				return 0, 0, false, w.fail("invalid escape")
+			}
+		default:
+			return 0, 0, false, w.fail("control character in string")
+		}
+	}
+}
+
+func (w *walker) emit(start, end int, esc, key bool, member []byte) error {
+	s := &w.str
+	s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.path, key, false, start, end, member
+	s.Raw = w.doc[start:end]
+	s.Decoded = s.Raw
+	s.Escaped = esc
+	if esc {
+		w.buf = AppendUnescaped(w.buf[:0], s.Raw)
+		s.Decoded = w.buf
+	}
+	return w.v.Visit(s)
+}
+
+// appendToken appends key as a JSON pointer reference token: '~' as "~0",
+// '/' as "~1".
+func appendToken(dst, key []byte) []byte {
+	for _, c := range key {
+		switch c {
+		case '~':
+			dst = append(dst, '~', '0')
+		case '/':
+			dst = append(dst, '~', '1')
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
+
+// AppendUnescaped appends the content of a JSON string, c (the text between
+// its quotes), with its escapes decoded as encoding/json decodes them: the
+// short escapes, \uXXXX in either case, surrogate pairs; a lone surrogate
+// becomes U+FFFD. A backslash that starts no valid escape is kept as it
+// is, so any text can be decoded (a string's content seen once more as
+// JSON text, as the upstream scrubber does).
+func AppendUnescaped(dst, c []byte) []byte {
+	for i := 0; i < len(c); {
+		b := c[i]
+		if b != '\\' || i+1 >= len(c) {
+			// Copy the run up to the next backslash at once.
+			j := i + 1
+			for j < len(c) && c[j] != '\\' {
+				j++
+			}
+			dst = append(dst, c[i:j]...)
+			i = j
+			continue
+		}
+		if r, ok := shortEscape(c[i+1]); ok {
+			dst = append(dst, r)
+			i += 2
+			continue
+		}
+		u, ok := hex4(c, i+2)
+		if c[i+1] != 'u' || !ok {
+			dst = append(dst, b)
+			i++
+			continue
+		}
+		i += 6
+		if utf16.IsSurrogate(u) {
+			r := utf8.RuneError
+			if u < 0xdc00 && i+1 < len(c) && c[i] == '\\' && c[i+1] == 'u' {
+				if lo, ok := hex4(c, i+2); ok {
+					if d := utf16.DecodeRune(u, lo); d != utf8.RuneError {
+						r = d
+						i += 6
+					}
+				}
+			}
+			u = r
+		}
+		dst = utf8.AppendRune(dst, u)
+	}
+	return dst
+}
+
+// shortEscape is the byte of the two-character JSON escape \e.
+func shortEscape(e byte) (byte, bool) {
+	switch e {
+	case '"', '\\', '/':
+		return e, true
+	case 'b':
+		return '\b', true
+	case 'f':
+		return '\f', true
+	case 'n':
+		return '\n', true
+	case 'r':
+		return '\r', true
+	case 't':
+		return '\t', true
+	}
+	return 0, false
+}
+
+// hex4 reads four hex digits at c[j:].
+func hex4(c []byte, j int) (rune, bool) {
+	if j+4 > len(c) {
+		return 0, false
+	}
+	var u rune
+	for _, b := range c[j : j+4] {
+		v, ok := hexVal(b)
+		if !ok {
+			return 0, false
+		}
+		u = u<<4 | rune(v)
+	}
+	return u, true
+}
+
+func isHex(c byte) bool { _, ok := hexVal(c); return ok }
+
+func hexVal(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// AppendEscaped appends s as the content of a JSON string (without the
+// quotes): '"', '\', control characters, U+2028 and U+2029 are escaped,
+// invalid UTF-8 becomes \ufffd, everything else is kept as it is (no HTML
+// escaping). The result decodes back to s when s is valid UTF-8.
+func AppendEscaped(dst, s []byte) []byte {
+	const hexDigits = "0123456789abcdef"
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c == '\n':
+				dst = append(dst, `\n`...)
+			case c == '\r':
+				dst = append(dst, `\r`...)
+			case c == '\t':
+				dst = append(dst, `\t`...)
+			case c < 0x20:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, `\u202`...)
+			dst = append(dst, hexDigits[r&0xf])
+		default:
+			dst = append(dst, s[i:i+n]...)
+		}
+		i += n
+	}
+	return dst
+}
