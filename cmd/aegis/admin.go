@@ -22,6 +22,9 @@ var adminCommands = []adminCommand{
 	{"servers", "list, add and remove a tenant's upstream servers", cmdServers},
 	{"keys", "list, create and revoke a tenant's API keys", cmdKeys},
 	{"audit", "read a tenant's audit trail", cmdAudit},
+	{"params-key", "list and rotate the key audit params hashes are keyed with", cmdParamsKey},
+	{"policy", "put and get a tenant's policy set", cmdPolicy},
+	{"pins", "list, diff, pin and unpin tool definitions (rug pulls)", cmdPins},
 	{"new-key", "print a fresh admin key for AEGIS_ADMIN_KEY", cmdNewKey},
 	{"create-tables", "create the DynamoDB tables (local use)", runCreateTables},
 }

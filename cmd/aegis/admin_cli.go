@@ -108,7 +108,10 @@ func (c *cli) do(method, path string, body any, out any) ([]byte, error) {
 		return nil, errors.New(envAdminKey + " is not set: export the gateway's admin key (or pass --sigv4 for a deployed stack)")
 	}
 	var b []byte
-	if body != nil {
+	contentType := "application/json"
+	if raw, ok := body.(rawBody); ok { // admin_policy.go: a body sent as is
+		b, contentType = raw.b, raw.contentType
+	} else if body != nil {
 		if b, err = json.Marshal(body); err != nil {
 			return nil, err
 		}
@@ -118,7 +121,7 @@ func (c *cli) do(method, path string, body any, out any) ([]byte, error) {
 		return nil, fmt.Errorf("--url: %w", err)
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	if sig != nil {
 		if err := sig.sign(ctx, req, b); err != nil {
@@ -256,8 +259,9 @@ func cmdTools(args []string) int {
 	}
 	c := newCLI("tools " + args[0])
 	tenant := c.fs.String("tenant", "", "tenant (required)")
-	server := c.fs.String("server", "", "server (required for stop and resume)")
-	tool := c.fs.String("tool", "", "tool; empty = the whole server")
+	server := c.fs.String("server", "", "server; with --tool optional (the tool is then found by the name tools/list shows)")
+	tool := c.fs.String("tool", "", "tool: the name tools/list shows (a.echo) or the server's own; empty = the whole --server")
+	unlisted := c.fs.Bool("unlisted", false, "stop --tool on --server as given, even if the server does not list it (yet)")
 	reason := c.fs.String("reason", "", "why (recorded)")
 	by := c.fs.String("by", os.Getenv("USER"), "who (recorded with the admin principal)")
 	if c.parse(args[1:]) != nil {
@@ -276,22 +280,36 @@ func cmdTools(args []string) int {
 			}
 		})
 	}
-	if *server == "" {
-		return usageErr("tools %s: --server is required", args[0])
+	if *server == "" && *tool == "" {
+		return usageErr("tools %s: give --tool, --server, or both", args[0])
 	}
-	path := "/admin/v1/tenants/" + esc(*tenant) + "/servers/" + esc(*server)
-	what := "server " + cell(*server)
-	if *tool != "" {
+	if *unlisted && (*server == "" || *tool == "") {
+		return usageErr("tools %s: --unlisted needs --server and --tool", args[0])
+	}
+	path := "/admin/v1/tenants/" + esc(*tenant)
+	switch {
+	case *server == "":
 		path += "/tools/" + esc(*tool)
-		what = "tool " + cell(*tool) + " on " + cell(*server)
+	case *tool == "":
+		path += "/servers/" + esc(*server)
+	default:
+		path += "/servers/" + esc(*server) + "/tools/" + esc(*tool)
 	}
-	raw, err := c.do(http.MethodPost, path+"/"+args[0], admin.StopRequest{Reason: *reason, By: *by}, nil)
+	var ans admin.StopAnswer
+	raw, err := c.do(http.MethodPost, path+"/"+args[0], admin.StopRequest{Reason: *reason, By: *by, Unlisted: *unlisted}, &ans)
 	return c.finish(raw, err, func(w io.Writer) {
-		if args[0] == "stop" {
-			fmt.Fprintf(w, "stopped %s for tenant %s\n", what, cell(*tenant))
-		} else {
-			fmt.Fprintf(w, "resumed %s for tenant %s\n", what, cell(*tenant))
+		what := "server " + cell(ans.Stop.Server)
+		if ans.Stop.Tool != "" {
+			what = "tool " + cell(ans.Stop.Tool) + " on " + cell(ans.Stop.Server)
 		}
+		if ans.Name != "" {
+			what += " (named " + cell(ans.Name) + ")"
+		}
+		verb := "resumed"
+		if args[0] == "stop" {
+			verb = "stopped"
+		}
+		fmt.Fprintf(w, "%s %s for tenant %s\n", verb, what, cell(*tenant))
 	})
 }
 
@@ -412,6 +430,7 @@ func cmdKeys(args []string) int {
 	c := newCLI("keys " + sub)
 	tenant := c.fs.String("tenant", "", "tenant (required)")
 	caller := c.fs.String("caller", "", "caller name the key authenticates (create)")
+	roles := c.fs.String("roles", "", "comma-separated roles of the tenant's policy the key carries (create)")
 	if c.parse(args[1:]) != nil {
 		return 2
 	}
@@ -434,7 +453,11 @@ func cmdKeys(args []string) int {
 			return usageErr("keys create: --caller is required")
 		}
 		var k admin.IssuedKey
-		raw, err := c.do(http.MethodPost, base, admin.KeyRequest{Caller: *caller}, &k)
+		req := admin.KeyRequest{Caller: *caller}
+		if *roles != "" {
+			req.Roles = strings.Split(*roles, ",")
+		}
+		raw, err := c.do(http.MethodPost, base, req, &k)
 		return c.finish(raw, err, func(w io.Writer) {
 			fmt.Fprintf(w, "key %s for %s/%s (shown once, stored only as a hash):\n%s\n", cell(k.ID), cell(k.Tenant), cell(k.Caller), cell(k.Key))
 		})

@@ -11,6 +11,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/credentials"
+	"github.com/aegis-gw/aegis/shared/gateway"
 )
 
 // envAdminKey is the variable holding the local admin API's key.
@@ -23,9 +24,10 @@ func notifier(log *slog.Logger) approval.Notifier {
 }
 
 // mountAdmin serves the gateway at / and the admin API at /admin/ on one
-// listener. Without AEGIS_ADMIN_KEY the admin routes answer 401 with how
-// to enable them; the returned line goes in the banner.
-func mountAdmin(gw http.Handler, b backend.Backend, log *slog.Logger) (http.Handler, string, error) {
+// listener; the admin API resolves kill-switch names with the gateway's
+// tool catalog. Without AEGIS_ADMIN_KEY the admin routes answer 401 with
+// how to enable them; the returned line goes in the banner.
+func mountAdmin(gw *gateway.Gateway, b backend.Backend, log *slog.Logger) (http.Handler, string, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", gw)
 	key := os.Getenv(envAdminKey)
@@ -33,7 +35,7 @@ func mountAdmin(gw http.Handler, b backend.Backend, log *slog.Logger) (http.Hand
 		mux.Handle("/admin/", adminDisabled{})
 		return mux, "admin API off: set " + envAdminKey + " (24+ characters, e.g. `aegis admin new-key`) to serve it under /admin/v1/", nil
 	}
-	h, err := admin.New(b, &admin.Options{AdminKey: key, LocalMode: true, Logger: log})
+	h, err := admin.New(b, &admin.Options{AdminKey: key, Catalog: gw.Catalog(), LocalMode: true, Logger: log})
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", envAdminKey, err)
 	}

@@ -208,7 +208,7 @@ func TestAdminCLISigV4(t *testing.T) {
 	if code, _, stderr := runCLI(t, append([]string{"servers", "add", "--tenant", "acme", "--name", "s1", "--server-url", "https://mcp.example.com/mcp"}, sig...)...); code != 0 {
 		t.Fatalf("servers add: exit %d: %s (stand-in refused: %v)", code, stderr, g.refused)
 	}
-	code, out, stderr := runCLI(t, append([]string{"tools", "stop", "--tenant", "acme", "--server", "s1", "--tool", "deploy", "--by", "alice", "--json"}, sig...)...)
+	code, out, stderr := runCLI(t, append([]string{"tools", "stop", "--tenant", "acme", "--server", "s1", "--tool", "deploy", "--unlisted", "--by", "alice", "--json"}, sig...)...)
 	if code != 0 {
 		t.Fatalf("tools stop: exit %d: %s (stand-in refused: %v)", code, stderr, g.refused)
 	}

@@ -15,6 +15,9 @@ usage:
   aegis serve --config FILE [--addr HOST:PORT] [--store memory|dynamodb]
   aegis wrap [--policy FILE] [--audit FILE] -- COMMAND [ARGS...]
   aegis admin create-tables                    create the DynamoDB tables (local use)
+  aegis admin policy put|get --tenant T [FILE] store or read a tenant's policy set
+  aegis policy test --config FILE --caller C --tool S/T [--args JSON]
+                                               decide one tools/call offline
   aegis version
 `
 
@@ -36,6 +39,8 @@ func run(args []string) int {
 		return runWrap(args[1:])
 	case "admin":
 		return runAdmin(args[1:])
+	case "policy":
+		return runPolicy(args[1:])
 	case "version":
 		fmt.Println("aegis", version)
 		return 0

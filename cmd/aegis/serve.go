@@ -131,7 +131,10 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 	if err != nil {
 		return fmt.Errorf("--store %s: %w", storeKind, err)
 	}
-	reg := registryOf(file, time.Now().UTC())
+	reg, err := registryOf(file, time.Now().UTC())
+	if err != nil {
+		return err
+	}
 	if demoMode && b.mem == nil {
 		if err := demoUnclaimed(ctx, b, reg.servers); err != nil {
 			return err
@@ -248,11 +251,21 @@ type registryItems struct {
 	tenants []registry.Tenant
 	servers []registry.Server
 	keys    []registry.Key
+	// policies are the tenants' policy sets (every tenant has one; see
+	// config.File.Policies).
+	policies []registry.Policy
 }
 
 // registryOf takes f's registry, every record created at now.
-func registryOf(f *config.File, now time.Time) registryItems {
+func registryOf(f *config.File, now time.Time) (registryItems, error) {
 	ts, ss, ks := f.Registry()
+	ps, err := f.Policies()
+	if err != nil {
+		return registryItems{}, err
+	}
+	for i := range ps {
+		ps[i].Updated = now
+	}
 	for i := range ts {
 		ts[i].Created = now
 	}
@@ -262,11 +275,11 @@ func registryOf(f *config.File, now time.Time) registryItems {
 	for i := range ks {
 		ks[i].Created = now
 	}
-	return registryItems{tenants: ts, servers: ss, keys: ks}
+	return registryItems{tenants: ts, servers: ss, keys: ks, policies: ps}, nil
 }
 
-// load writes every tenant with its servers and keys.
-func (r registryItems) load(ctx context.Context, w registry.Writer) error {
+// load writes every tenant with its servers, keys and policy set.
+func (r registryItems) load(ctx context.Context, w registry.Store) error {
 	for _, t := range r.tenants {
 		if err := r.loadTenant(ctx, w, t); err != nil {
 			return err
@@ -275,9 +288,10 @@ func (r registryItems) load(ctx context.Context, w registry.Writer) error {
 	return nil
 }
 
-// loadTenant writes t, then its servers (which need it) and keys. Every
-// write is a whole put, so writing again what is there changes nothing.
-func (r registryItems) loadTenant(ctx context.Context, w registry.Writer, t registry.Tenant) error {
+// loadTenant writes t, then its servers (which need it), keys and policy
+// set. Every write is a whole put, so writing again what is there changes
+// nothing.
+func (r registryItems) loadTenant(ctx context.Context, w registry.Store, t registry.Tenant) error {
 	if err := w.PutTenant(ctx, t); err != nil {
 		return fmt.Errorf("loading tenant %s: %w", t.ID, err)
 	}
@@ -295,6 +309,14 @@ func (r registryItems) loadTenant(ctx context.Context, w registry.Writer, t regi
 		}
 		if err := w.PutKey(ctx, k); err != nil {
 			return fmt.Errorf("loading key %s: %w", k.ID, err)
+		}
+	}
+	for _, p := range r.policies {
+		if p.Tenant != t.ID {
+			continue
+		}
+		if err := w.PutPolicy(ctx, p); err != nil {
+			return fmt.Errorf("loading the policy of %s: %w", p.Tenant, err)
 		}
 	}
 	return nil

@@ -89,6 +89,28 @@ func TestServeDemo(t *testing.T) {
 			t.Fatalf("command %d: %d %s", i+1, resp.StatusCode, b)
 		}
 	}
+	// The demo's leak tool comes back masked (PII_ACTION=redact, the
+	// default), and a card number leaving in arguments is refused
+	// (EGRESS_ACTION=block): docs/content.md's examples.
+	post := func(body string) string {
+		req, _ := http.NewRequest(http.MethodPost, cmds[0][1], strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	leak := post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"leak"}}`)
+	if want := `Customer record: [masked:email], [masked:phone], card [masked:card], SSN [masked:ssn].`; !strings.Contains(leak, want) {
+		t.Fatalf("leak: %s, want %s", leak, want)
+	}
+	egress := post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"card 4111 1111 1111 1111"}}}`)
+	if want := `{"jsonrpc":"2.0","id":2,"error":{"code":-32053,"message":"Sensitive data in arguments: card; the call was not sent","data":{"aegis":{"layer":"gateway","code":"EGRESS_BLOCKED"},"kinds":["card"]}}}`; egress != want {
+		t.Fatalf("egress: %s\nwant %s", egress, want)
+	}
 	if strings.Contains(stderr.String(), key) {
 		t.Fatal("the demo key appears in the log")
 	}

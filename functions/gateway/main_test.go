@@ -43,6 +43,7 @@ const (
 	acmeKey   = "aegis_acmetest_3kq9vXh2TfR8wLm1Np4sYz6B"
 	cappedKey = "aegis_cappedtest_Q7wE2rT9yU4iO1pA6sD3fG8h"
 	darkKey   = "aegis_darktest_Z5xC8vB1nM4qW7eR2tY9uI6o"
+	vaultKey  = "aegis_vaulttest_M3nB6vC9xZ2lK5jH8gF1dS4a"
 	caller    = "ci-agent"
 
 	mcpSession = "sess-acme-mcp-01JDQ7Z4K8X2M5N9P3R6T0V1W4" // seeded, used by /mcp events
@@ -73,6 +74,12 @@ var steps = []struct {
 	{event: "tools-call-allowed"},
 	{event: "invoke-allowed"},
 	{event: "invoke-base64-body"},
+	{event: "pii-redacted"},
+	{event: "egress-blocked"},
+	{event: "sensitive-data"},
+	{event: "policy-tools-list"},
+	{event: "policy-denied"},
+	{event: "capability-denied"},
 	{event: "unknown-tool"},
 	{event: "bad-session"},
 	{event: "rate-limited"},
@@ -175,8 +182,9 @@ func functionEnv(db dynamotest.Env, extra map[string]string) map[string]string {
 }
 
 // seed writes through the DynamoDB store what an operator would have set
-// up: three tenants (acme with the demo upstream, capped at its quota, dark
-// with an upstream that is down), their keys, sessions, a stopped tool.
+// up: four tenants (acme with the demo upstream, capped at its quota, dark
+// with an upstream that is down, vault withholding sensitive answers), their
+// keys, sessions, a stopped tool.
 func (h *harness) seed(t *testing.T, upstreamURL string) {
 	ctx := context.Background()
 	now := time.Now().UTC()
@@ -190,10 +198,17 @@ func (h *harness) seed(t *testing.T, upstreamURL string) {
 		{ID: "acme", Tier: registry.TierGrowth, RefusalShape: registry.ShapeError, Created: now},
 		{ID: "capped", Tier: registry.TierFree, Created: now},
 		{ID: "dark", Tier: registry.TierGrowth, Created: now},
+		// vault withholds answers that carry sensitive data (PII_ACTION=block
+		// as its override; the deployment redacts).
+		{ID: "vault", Tier: registry.TierGrowth, Content: registry.ContentActions{PII: "block"}, Created: now},
 	} {
 		must(h.st.PutTenant(ctx, tn))
 	}
-	for _, k := range []struct{ tenant, secret string }{{"acme", acmeKey}, {"capped", cappedKey}, {"dark", darkKey}} {
+	// guarded has a policy set (guardedPolicy): echo only, within a grant.
+	must(h.st.PutTenant(ctx, registry.Tenant{ID: "guarded", Tier: registry.TierGrowth, Created: now}))
+	must(h.st.PutServer(ctx, registry.Server{Tenant: "guarded", Name: "crm", URL: upstreamURL, Created: now}))
+	must(h.st.PutPolicy(ctx, registry.Policy{Tenant: "guarded", Source: guardedPolicy, Updated: now}))
+	for _, k := range []struct{ tenant, secret string }{{"acme", acmeKey}, {"capped", cappedKey}, {"dark", darkKey}, {"vault", vaultKey}, {"guarded", guardedKey}} {
 		rec, err := auth.KeyWithSecret(k.tenant, caller, k.secret, now)
 		must(err)
 		must(h.st.PutKey(ctx, rec))
@@ -201,6 +216,7 @@ func (h *harness) seed(t *testing.T, upstreamURL string) {
 	for _, sv := range []registry.Server{
 		{Tenant: "acme", Name: "crm", URL: upstreamURL, Tools: map[string]registry.ToolSettings{"transfer": {RequiresApproval: true}}, Created: now},
 		{Tenant: "capped", Name: "crm", URL: upstreamURL, Created: now},
+		{Tenant: "vault", Name: "crm", URL: upstreamURL, Created: now},
 		// Port 1 on loopback: nothing listens, the connection is refused.
 		{Tenant: "dark", Name: "ledger", URL: "http://127.0.0.1:1/mcp", Created: now},
 	} {
@@ -228,6 +244,19 @@ func (h *harness) seed(t *testing.T, upstreamURL string) {
 		}
 	}
 }
+
+// guardedKey is tenant guarded's key.
+const guardedKey = "aegis_guardedtest_P4oL7kJ1hG5fD8sA2qW6eR9t"
+
+// guardedPolicy is tenant guarded's policy set: the manifest grants echo
+// and transfer (leak is -32005 grant), Cedar permits echo only (transfer
+// is -32003), and tools/list shows echo alone.
+const guardedPolicy = `cedar_policies: |
+  @id("echo-only")
+  permit (principal, action == Action::"tools/call", resource == Tool::"crm/echo");
+manifest:
+  grants: {tools/call: ["crm/echo", "crm/transfer"]}
+`
 
 // approveHeld approves, through the store, the call the previous step held.
 func (h *harness) approveHeld(t *testing.T) {

@@ -52,6 +52,12 @@ type Options struct {
 	// IAM principal is refused.
 	TrustIAM IAMPrincipal
 
+	// Catalog is the tenants' tool catalog (the gateway's, aegis serve:
+	// gateway.Gateway.Catalog): the kill switch resolves tool names with
+	// it and refuses names that match no tool. nil (the AdminFunction,
+	// which cannot reach upstreams): a tool stop must say "unlisted".
+	Catalog Catalog
+
 	LocalMode bool             // upstream URLs may be http and loopback (aegis serve)
 	Now       func() time.Time // nil = time.Now
 	Logger    *slog.Logger     // nil = slog.Default()
@@ -153,12 +159,18 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /admin/v1/tenants/{tenant}/keys", h.listKeys)
 	m.HandleFunc("POST /admin/v1/tenants/{tenant}/keys", h.createKey)
 	m.HandleFunc("POST /admin/v1/tenants/{tenant}/keys/{id}/revoke", h.revokeKey)
+	h.routePolicy(m) // policy.go
 
 	m.HandleFunc("GET /admin/v1/tenants/{tenant}/stops", h.listStops)
-	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/stop", h.stop(true, false))
-	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/resume", h.stop(false, false))
-	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/tools/{tool}/stop", h.stop(true, true))
-	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/tools/{tool}/resume", h.stop(false, true))
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/stop", h.stop(true, stopServer))
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/resume", h.stop(false, stopServer))
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/tools/{tool}/stop", h.stop(true, stopServerTool))
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/tools/{tool}/resume", h.stop(false, stopServerTool))
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/tools/{tool}/stop", h.stop(true, stopExposedTool))
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/tools/{tool}/resume", h.stop(false, stopExposedTool))
+	m.HandleFunc("GET /admin/v1/params-keys", h.listParamsKeys)
+	m.HandleFunc("POST /admin/v1/params-keys/rotate", h.rotateParamsKey)
+	h.routePins(m) // pins.go
 
 	m.HandleFunc("GET /admin/v1/tenants/{tenant}/audit", h.queryAudit)
 

@@ -77,7 +77,7 @@ func newEnv(t *testing.T, webhook string, secrets approval.Resolver) *env {
 		Notifier: e.notes,
 	})
 	must(t, err)
-	adm, err := admin.New(m, &admin.Options{AdminKey: e.adminKey,
+	adm, err := admin.New(m, &admin.Options{AdminKey: e.adminKey, Catalog: gw.Catalog(),
 		LocalMode: true, Now: e.clock.Now})
 	must(t, err)
 	e.gw, e.adm = httptest.NewServer(gw), httptest.NewServer(adm)

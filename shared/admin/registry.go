@@ -10,6 +10,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/netguard"
+	"github.com/aegis-gw/aegis/shared/policy"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/store"
 )
@@ -214,6 +215,10 @@ func (h *Handler) validServer(req ServerRequest) error {
 // KeyRequest issues an API key.
 type KeyRequest struct {
 	Caller string `json:"caller"`
+	// Roles are the tenant's roles the key's caller holds; Manifest
+	// narrows the tenant's session manifest for its sessions.
+	Roles    []string         `json:"roles,omitempty"`
+	Manifest *policy.Manifest `json:"manifest,omitempty"`
 }
 
 // IssuedKey is the answer of POST .../keys: Key is the secret, shown this
@@ -271,7 +276,12 @@ func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, badField("caller", err.Error()))
 		return
 	}
+	if err := req.Manifest.Validate(); err != nil {
+		h.fail(w, r, badField("manifest", err.Error()))
+		return
+	}
 	secret, rec := auth.NewKey(t.ID, req.Caller, h.o.Now().UTC())
+	rec.Roles, rec.Manifest = req.Roles, req.Manifest
 	if err := h.b.PutKey(r.Context(), rec); err != nil {
 		h.fail(w, r, err)
 		return

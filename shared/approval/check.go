@@ -26,6 +26,11 @@ type Options struct {
 	Lease time.Duration
 	// PolicyHash is recorded on the approval's audit records.
 	PolicyHash string
+	// ParamsKey keys the approval's params_hash (what it is bound to and
+	// what its audit records carry): the deployment's params key, the
+	// gateway's (gateway.Options.ParamsKey). Required: with the zero key
+	// no call can be held (the check refuses it as unavailable).
+	ParamsKey audit.ParamsKey
 }
 
 // Check is the approval check. It is safe for concurrent use.
@@ -57,15 +62,23 @@ func New(st Store, o Options) *Check {
 // Lambda's 29-second ceiling.
 const DefaultLease = 5 * time.Minute
 
+// errNoParamsKey is the check's error when built without a params key.
+var errNoParamsKey = errors.New("approval: no params key (Options.ParamsKey)")
+
 // maxRounds bounds Hold/Consume rounds when racing calls keep using up the
 // approval a call just found.
 const maxRounds = 3
 
 // Check implements pipeline.Check: a tools/call to a tool whose settings
-// require approval runs only by consuming an approved approval of its slot.
+// require approval, or whose call the policy requires approval for
+// (c.PolicyApproval), runs only by consuming an approved approval of its
+// slot.
 func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
-	if c.Server == nil || !c.Settings.RequiresApproval {
+	if c.Server == nil || !(c.Settings.RequiresApproval || c.PolicyApproval) {
 		return nil
+	}
+	if k.o.ParamsKey.IsZero() {
+		return errNoParamsKey // the stage fails closed
 	}
 	tool := displayTool(c)
 	// The store could not answer: the stage fails closed with Unavailable.
@@ -83,7 +96,7 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 			Caller:        c.Caller,
 			Server:        c.Server.Name,
 			Tool:          upTool,
-			ParamsHash:    audit.HashParams(args),
+			ParamsHash:    k.o.ParamsKey.Hash(args),
 			Params:        Mask(args),
 			Status:        Pending,
 			Created:       now.UTC(),

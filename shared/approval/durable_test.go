@@ -65,7 +65,7 @@ func newDurable(t *testing.T) *durable {
 
 // gateway is a fresh check over d's store: what a restarted gateway runs.
 func (d *durable) gateway() *approval.Check {
-	return approval.New(d.st, approval.Options{Now: d.clock.Now, Lease: d.lease, Audit: d.audit,
+	return approval.New(d.st, approval.Options{Now: d.clock.Now, Lease: d.lease, Audit: d.audit, ParamsKey: testParamsKey(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
 
@@ -264,4 +264,14 @@ func TestUnsettledWhenTheStoreIsAway(t *testing.T) {
 	if next := d.held(k, d.call()); next == id {
 		t.Fatal("an unsettled approval was used again")
 	}
+}
+
+// testParamsKey is the deployment's params key in these tests: the same
+// for every check, as for every gateway of one deployment.
+func testParamsKey() audit.ParamsKey {
+	k, err := audit.NewParamsKey([]byte("approval-tests-params-key-32byte"))
+	if err != nil {
+		panic(err)
+	}
+	return k
 }

@@ -25,7 +25,7 @@ import (
 func TestApprovalGivenBackWhenRefusedAfterwards(t *testing.T) {
 	st := memstore.New()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	k := approval.New(st, approval.Options{Now: func() time.Time { return now }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	k := approval.New(st, approval.Options{Now: func() time.Time { return now }, ParamsKey: testParamsKey(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := &registry.Server{Tenant: "acme", Name: "payments"}
 	call := func() *pipeline.Call {
 		return &pipeline.Call{

@@ -2,8 +2,9 @@
 // decidable call, refusals included, at either enforcement boundary. The
 // gateway writes Record; `aegis wrap` writes its own line (shared/wrap),
 // whose shared fields follow the same rules: one Outcome vocabulary, one
-// params_hash (HashParams) and one policy_hash format (PolicyHash), checked
-// by Validate. docs/state.md lists the fields.
+// params_hash format (ParamsKey.Hash, keyed with the deployment's params
+// key) and one policy_hash format (PolicyHash), checked by Validate.
+// docs/state.md lists the fields.
 package audit
 
 import (
@@ -49,7 +50,7 @@ type Record struct {
 	Method        string    `json:"method"`
 	Server        string    `json:"server,omitempty"`
 	Tool          string    `json:"tool,omitempty"`
-	ParamsHash    string    `json:"params_hash,omitempty"` // HashParams of the tools/call arguments
+	ParamsHash    string    `json:"params_hash,omitempty"` // ParamsKey.Hash of the tools/call arguments
 	Code          int       `json:"code"`                  // 0 when allowed
 	Word          string    `json:"word,omitempty"`        // refusal word, "" when allowed
 	Outcome       Outcome   `json:"outcome"`
@@ -58,8 +59,21 @@ type Record struct {
 	// Degraded names the fail-open checks that could not decide and let
 	// the call through (their store was unreachable).
 	Degraded []string `json:"degraded,omitempty"`
+	// Findings are what the content checks found and did (kinds and rule
+	// ids, never values), at most MaxFindings; FindingsCut counts the
+	// distinct findings past that bound.
+	Findings    []Finding `json:"findings,omitempty"`
+	FindingsCut int       `json:"findings_cut,omitempty"`
 	// Detail is free text for decisions (who approved, why), never secrets.
 	Detail string `json:"detail,omitempty"`
+	// PolicyVerdict is the policy's verdict on the call ("allow",
+	// "approve" or "deny"; "" when no policy decided it) and PolicyRule
+	// the rule that decided (shared/policy's attribution, never shown to
+	// the client). PolicyAudit: the tenant's policy is in audit mode, the
+	// verdict is the intended one and was not enforced.
+	PolicyVerdict string `json:"policy_verdict,omitempty"`
+	PolicyRule    string `json:"policy_rule,omitempty"`
+	PolicyAudit   bool   `json:"policy_audit,omitempty"`
 }
 
 // Validate reports the first rule r breaks, or nil. It is pure and cheap
@@ -70,8 +84,8 @@ type Record struct {
 //     (wrap has none of them: shared/wrap validates its records by
 //     projecting their shared fields onto a Record with layer "wrap");
 //   - outcome is one of Outcomes;
-//   - policy_hash, and params_hash when set, are in the one hash format
-//     (64 lower-case hex digits, see HashParams and PolicyHash); a
+//   - policy_hash is a hex SHA-256 (PolicyHash); params_hash, when set,
+//     is keyed, "hmac-sha256:<key id>:<hex>" (ParamsKey.Hash); a
 //     tools/call record has a params_hash;
 //   - allowed has code 0 and no word; refused and indeterminate have a
 //     word; any word is a row of refusal.Table, and the code is that
@@ -106,8 +120,8 @@ func (r Record) Validate() error {
 	if !IsHash(r.PolicyHash) {
 		return fmt.Errorf("audit: policy_hash %q is not a hex SHA-256", r.PolicyHash)
 	}
-	if (r.ParamsHash != "" || r.Method == "tools/call") && !IsHash(r.ParamsHash) {
-		return fmt.Errorf("audit: params_hash %q is not a hex SHA-256", r.ParamsHash)
+	if (r.ParamsHash != "" || r.Method == "tools/call") && !IsParamsHash(r.ParamsHash) {
+		return fmt.Errorf("audit: params_hash %q is not a keyed hash (hmac-sha256:<key id>:<hex>)", r.ParamsHash)
 	}
 	return r.checkCode()
 }

@@ -13,7 +13,7 @@ import (
 func TestValidate(t *testing.T) {
 	ok := records()["refused"]
 	wrapRec := audit.Record{Time: ok.Time, Layer: "wrap", Method: "tools/call", Tool: "shell_exec",
-		ParamsHash: audit.HashParams(nil), Outcome: audit.OutcomeRefused, Code: -32042, Word: "POLICY_DENIED",
+		ParamsHash: goldenKey.Hash(nil), Outcome: audit.OutcomeRefused, Code: -32042, Word: "POLICY_DENIED",
 		PolicyHash: audit.PolicyHash([]byte("rules"))}
 	cases := []struct {
 		name string
@@ -96,7 +96,7 @@ func TestHashFormat(t *testing.T) {
 	if audit.PolicyHash(nil) != audit.PolicyHashNone || audit.PolicyHash([]byte{}) != audit.PolicyHashNone {
 		t.Errorf("PolicyHash of the empty form = %s, want PolicyHashNone", audit.PolicyHash(nil))
 	}
-	for _, h := range []string{audit.PolicyHashNone, audit.PolicyHash([]byte("x")), audit.HashParams([]byte(`{"a":1}`)), audit.HashParams(nil), audit.HashParams([]byte("not json\n"))} {
+	for _, h := range []string{audit.PolicyHashNone, audit.PolicyHash([]byte("x"))} {
 		if !audit.IsHash(h) {
 			t.Errorf("%q is not in the hash format", h)
 		}
@@ -108,14 +108,20 @@ func TestHashFormat(t *testing.T) {
 	}
 	// Absent arguments are hashed as null, whitespace and key order do not
 	// count, and bytes that are not JSON are hashed as they are.
-	if audit.HashParams(nil) != audit.HashParams([]byte(" null ")) {
+	k := goldenKey
+	if k.Hash(nil) != k.Hash([]byte(" null ")) {
 		t.Error("absent arguments and null differ")
 	}
-	if audit.HashParams([]byte(`{"b":[1, 2],"a":"x"}`)) != audit.HashParams([]byte("{ \"a\" : \"x\" ,\n \"b\" : [ 1,2 ] }")) {
+	if k.Hash([]byte(`{"b":[1, 2],"a":"x"}`)) != k.Hash([]byte("{ \"a\" : \"x\" ,\n \"b\" : [ 1,2 ] }")) {
 		t.Error("spacing or key order changes the hash")
 	}
-	if audit.HashParams([]byte("{oops")) != audit.PolicyHash([]byte("{oops")) || audit.HashParams([]byte("{oops")) == audit.HashParams([]byte("{oops\n")) {
+	if k.Hash([]byte("{oops")) == k.Hash([]byte("{oops\n")) {
 		t.Error("bytes that are not JSON are not hashed as they are")
+	}
+	for _, h := range []string{k.Hash([]byte(`{"a":1}`)), k.Hash(nil), k.Hash([]byte("not json\n"))} {
+		if !audit.IsParamsHash(h) || audit.IsHash(h) {
+			t.Errorf("%q: want the params_hash format, not policy_hash's", h)
+		}
 	}
 }
 
@@ -147,7 +153,7 @@ func TestDocsListTheRecord(t *testing.T) {
 			t.Errorf("docs/state.md does not name the outcome %s", o)
 		}
 	}
-	if !strings.Contains(doc, audit.PolicyHashNone) || !strings.Contains(doc, "`audit.HashParams`") {
-		t.Error("docs/state.md does not state the hash format (PolicyHashNone, audit.HashParams)")
+	if !strings.Contains(doc, audit.PolicyHashNone) || !strings.Contains(doc, "`audit.ParamsKey.Hash`") || !strings.Contains(doc, audit.ParamsHashPrefix) {
+		t.Error("docs/state.md does not state the hash formats (PolicyHashNone, audit.ParamsKey.Hash, hmac-sha256:)")
 	}
 }

@@ -66,6 +66,8 @@ func (r Record) Bounded() Record {
 	f(&r.Server)
 	f(&r.Tool)
 	f(&r.Word)
+	f(&r.PolicyVerdict)
+	f(&r.PolicyRule)
 	r.Detail = Cut(r.Detail, MaxDetailBytes)
 	cut := len(r.Degraded) > MaxDegraded
 	for _, d := range r.Degraded {
@@ -88,7 +90,8 @@ func (r Record) Bounded() Record {
 func (r Record) Size() int {
 	n := recordOverhead + len(r.Tenant) + len(r.Caller) + len(r.Session) + len(r.CorrelationID) +
 		len(r.Layer) + len(r.Method) + len(r.Server) + len(r.Tool) + len(r.ParamsHash) +
-		len(r.Word) + len(r.Outcome) + len(r.PolicyHash) + len(r.Detail)
+		len(r.Word) + len(r.Outcome) + len(r.PolicyHash) + len(r.Detail) +
+		len(r.PolicyVerdict) + len(r.PolicyRule)
 	for _, d := range r.Degraded {
 		n += 16 + len(d)
 	}

@@ -39,7 +39,7 @@ func TestBoundedCutsLongFields(t *testing.T) {
 	huge := strings.Repeat("x", 1<<20)
 	r := audit.Record{
 		Time: time.Now(), Tenant: "acme", Caller: "agent", Session: huge, CorrelationID: "c",
-		Layer: "gateway", Method: huge, Server: huge, Tool: huge, ParamsHash: audit.HashParams(nil),
+		Layer: "gateway", Method: huge, Server: huge, Tool: huge, ParamsHash: goldenKey.Hash(nil),
 		PolicyHash: audit.PolicyHashNone, Outcome: audit.OutcomeRefused, Code: -32602, Word: "INVALID_PARAMS",
 		Detail: huge, Degraded: append(make([]string, 0, 40), make([]string, 40)...),
 	}

@@ -16,13 +16,22 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the writer")
 
+// goldenKey is the params key of the golden records (testSecret).
+var goldenKey = func() audit.ParamsKey {
+	k, err := audit.NewParamsKey(testSecret)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 // records is one record of each outcome.
 func records() map[string]audit.Record {
 	at := time.Date(2026, 11, 30, 12, 0, 0, 123456000, time.UTC)
 	base := audit.Record{
 		Time: at, Tenant: "acme", Caller: "acme-agent", Session: "0123456789abcdef0123456789abcdef",
 		CorrelationID: "4bf92f3577b34da6a3ce929d0e0e4736", Layer: "gateway", Method: "tools/call",
-		Server: "mock-primary", Tool: "echo", ParamsHash: audit.HashParams([]byte(`{"message":"hi"}`)),
+		Server: "mock-primary", Tool: "echo", ParamsHash: goldenKey.Hash([]byte(`{"message":"hi"}`)),
 		PolicyHash: audit.PolicyHashNone,
 	}
 	allowed := base

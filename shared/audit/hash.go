@@ -128,21 +128,6 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, bytes.TrimRight(buf.Bytes(), "\n")...)
 }
 
-// HashParams is a record's params_hash: the hex SHA-256 of the canonical
-// form of raw. Both boundaries pass it the same bytes, the arguments
-// member of the tools/call params (nil when absent, hashed as null), so
-// one call has one params_hash whichever boundary recorded it, however
-// the client spaced or ordered it. raw that is not JSON (a line wrap could
-// not parse) is hashed byte for byte; no canonical form equals such bytes,
-// so the two never collide.
-func HashParams(raw json.RawMessage) string {
-	c, err := Canonical(raw)
-	if err != nil {
-		c = raw
-	}
-	return hashHex(c)
-}
-
 // PolicyHashNone is the policy_hash of the empty policy set, the set in
 // force when there is none: the gateway's until it has a policy engine,
 // and `aegis wrap`'s without --policy. It is PolicyHash(nil), the SHA-256
@@ -151,11 +136,12 @@ const PolicyHashNone = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b
 
 // PolicyHash is a record's policy_hash for a policy set whose canonical
 // form (its owner defines it; wrap's is in docs/wrap.md) is canon: the hex
-// SHA-256 of canon, the one format of both hash fields.
+// SHA-256 of canon. A policy set is configuration, not a caller's data,
+// so it is not keyed.
 func PolicyHash(canon []byte) string { return hashHex(canon) }
 
-// IsHash reports whether s is in the format of params_hash and
-// policy_hash: 64 lower-case hex digits, no prefix.
+// IsHash reports whether s is in the format of policy_hash: 64 lower-case
+// hex digits, no prefix. (params_hash is keyed: IsParamsHash.)
 func IsHash(s string) bool {
 	if len(s) != 2*sha256.Size {
 		return false

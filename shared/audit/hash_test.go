@@ -50,7 +50,11 @@ func TestCanonicalMatchesReference(t *testing.T) {
 			t.Errorf("Canonical(%q) = %q, %v; want %q", s, got, err, want)
 		}
 	}
-	if HashParams(json.RawMessage(`{"a":1,"b":2}`)) != HashParams(json.RawMessage(` {"b":2, "a":1}`)) {
+	k, err := GenerateParamsKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Hash(json.RawMessage(`{"a":1,"b":2}`)) != k.Hash(json.RawMessage(` {"b":2, "a":1}`)) {
 		t.Error("key order changes the hash")
 	}
 }
@@ -76,8 +80,12 @@ func FuzzCanonical(f *testing.F) {
 
 func BenchmarkHashParams(b *testing.B) {
 	raw := json.RawMessage(`{"to":"acct-42","amount":125.50,"memo":"invoice 2026-11","tags":["a","b"],"meta":{"k":"v","n":1}}`)
+	k, err := GenerateParamsKey()
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	for b.Loop() {
-		HashParams(raw)
+		k.Hash(raw)
 	}
 }

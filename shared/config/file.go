@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/netguard"
+	"github.com/aegis-gw/aegis/shared/policy"
 	"github.com/aegis-gw/aegis/shared/registry"
 )
 
@@ -23,13 +25,23 @@ type File struct {
 
 // FileTenant is one tenant in a config file.
 type FileTenant struct {
-	ID               string       `yaml:"id"`
-	Tier             string       `yaml:"tier"`
-	RefusalShape     string       `yaml:"refusal_shape"`
-	WebhookURL       string       `yaml:"webhook_url"`
-	WebhookSecretRef string       `yaml:"webhook_secret_ref"`
-	Keys             []FileKey    `yaml:"keys"`
-	Servers          []FileServer `yaml:"servers"`
+	ID               string `yaml:"id"`
+	Tier             string `yaml:"tier"`
+	RefusalShape     string `yaml:"refusal_shape"`
+	WebhookURL       string `yaml:"webhook_url"`
+	WebhookSecretRef string `yaml:"webhook_secret_ref"`
+	// pii_action, egress_action, input_validation, threat_mode: this
+	// tenant's overrides of the deployment's settings of the same names.
+	Content registry.ContentActions `yaml:",inline"`
+	Keys    []FileKey               `yaml:"keys"`
+	Servers []FileServer            `yaml:"servers"`
+	// roles, cedar_policies, policy_mode, manifest: the tenant's policy
+	// set (policy.go; docs/policy.md).
+	Roles         map[string]policy.Role `yaml:"roles"`
+	CedarPolicies string                 `yaml:"cedar_policies"`
+	PolicyMode    policy.Mode            `yaml:"policy_mode"`
+	Manifest      *policy.Manifest       `yaml:"manifest"`
+	cedarFile     string                 // the file cedar_policies was read from, if any
 }
 
 // FileKey is an API key, stored as its hash: the public id (the part after
@@ -38,6 +50,10 @@ type FileKey struct {
 	ID     string `yaml:"id"`
 	Caller string `yaml:"caller"`
 	SHA256 string `yaml:"sha256"`
+	// Roles are the tenant's roles the key's caller holds; Manifest
+	// narrows the tenant's session manifest for its sessions.
+	Roles    []string         `yaml:"roles"`
+	Manifest *policy.Manifest `yaml:"manifest"`
 }
 
 // FileServer is one upstream MCP server. URL may use ${VAR} to take a value
@@ -61,7 +77,7 @@ func LoadFile(path string, local bool) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	f, err := ParseFile(b, os.Getenv, local)
+	f, err := parseFile(b, os.Getenv, local, filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -70,7 +86,14 @@ func LoadFile(path string, local bool) (*File, error) {
 
 // ParseFile decodes and validates YAML; unknown fields are errors. getenv
 // expands ${VAR} in server URLs.
+// A cedar_policies that names a file (policy.go) is read relative to the
+// current directory.
 func ParseFile(b []byte, getenv func(string) string, local bool) (*File, error) {
+	return parseFile(b, getenv, local, ".")
+}
+
+// parseFile is ParseFile with cedar_policies files read relative to dir.
+func parseFile(b []byte, getenv func(string) string, local bool, dir string) (*File, error) {
 	var f File
 	d := yaml.NewDecoder(bytes.NewReader(b))
 	d.KnownFields(true)
@@ -82,6 +105,9 @@ func ParseFile(b []byte, getenv func(string) string, local bool) (*File, error) 
 			s := &f.Tenants[ti].Servers[si]
 			s.URL = os.Expand(s.URL, getenv)
 		}
+	}
+	if err := f.readCedarFiles(dir); err != nil {
+		return nil, err
 	}
 	return &f, f.Validate(local)
 }
@@ -122,6 +148,10 @@ func (f *File) Validate(local bool) error {
 		} else if err != nil {
 			bad(p+".webhook_url", "%v", err)
 		}
+		if err := t.Content.Validate(); err != nil {
+			bad(p, "%v", err)
+		}
+		errs = append(errs, t.validatePolicy(p)...)
 		if t.WebhookSecretRef != "" {
 			if err := ValidateCredentialRef(t.WebhookSecretRef); err != nil {
 				bad(p+".webhook_secret_ref", "%v", err)
@@ -197,12 +227,12 @@ func (f *File) Registry() ([]registry.Tenant, []registry.Server, []registry.Key)
 		if shape == "" {
 			shape = registry.ShapeError
 		}
-		ts = append(ts, registry.Tenant{ID: t.ID, Tier: t.Tier, RefusalShape: shape, WebhookURL: t.WebhookURL, WebhookSecretRef: t.WebhookSecretRef})
+		ts = append(ts, registry.Tenant{ID: t.ID, Tier: t.Tier, RefusalShape: shape, WebhookURL: t.WebhookURL, WebhookSecretRef: t.WebhookSecretRef, Content: t.Content})
 		for _, s := range t.Servers {
 			ss = append(ss, registry.Server{Tenant: t.ID, Name: s.Name, URL: s.URL, Credential: s.Credential, Tools: s.Tools})
 		}
 		for _, k := range t.Keys {
-			ks = append(ks, registry.Key{ID: k.ID, Tenant: t.ID, Caller: k.Caller, Hash: k.SHA256})
+			ks = append(ks, registry.Key{ID: k.ID, Tenant: t.ID, Caller: k.Caller, Hash: k.SHA256, Roles: k.Roles, Manifest: k.Manifest})
 		}
 	}
 	return ts, ss, ks

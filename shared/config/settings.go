@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aegis-gw/aegis/shared/registry"
 )
 
 // Settings are the environment settings of design §2.3 (seed 004 defaults).
@@ -40,6 +42,13 @@ type Settings struct {
 	// FUNCTION_TIMEOUT_SECS. 0 outside Lambda. See Validate.
 	FunctionTimeout time.Duration
 	LocalMode       bool // set by `aegis serve`: loopback upstreams allowed, http allowed
+}
+
+// Content returns the deployment's content actions (THREAT_MODE,
+// INPUT_VALIDATION, EGRESS_ACTION, PII_ACTION), which a tenant may
+// override (registry.Tenant.Content).
+func (s Settings) Content() registry.ContentActions {
+	return registry.ContentActions{PII: s.PIIAction, Egress: s.EgressAction, Input: s.InputValidation, Threat: s.ThreatMode}
 }
 
 // Defaults returns the settings with every default applied.
@@ -129,10 +138,10 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	num("RATE_LIMIT_PER_SESSION", &s.RateLimitPerSession, 0)
 	num("RATE_LIMIT_PER_TOOL", &s.RateLimitPerTool, 0)
 	num("RATE_LIMIT_PER_KEY", &s.RateLimitPerKey, 0)
-	oneOf("THREAT_MODE", &s.ThreatMode, "block", "monitor")
-	oneOf("INPUT_VALIDATION", &s.InputValidation, "block", "monitor", "off")
-	oneOf("EGRESS_ACTION", &s.EgressAction, "block", "monitor", "off")
-	oneOf("PII_ACTION", &s.PIIAction, "redact", "monitor", "block")
+	oneOf("THREAT_MODE", &s.ThreatMode, registry.ThreatModes...)
+	oneOf("INPUT_VALIDATION", &s.InputValidation, registry.InputValidations...)
+	oneOf("EGRESS_ACTION", &s.EgressAction, registry.EgressActions...)
+	oneOf("PII_ACTION", &s.PIIAction, registry.PIIActions...)
 	flag("BILLING_ENABLED", &s.BillingEnabled)
 	flag("BILLING_ENFORCE", &s.BillingEnforce)
 	secs("SESSION_LIFETIME_SECS", &s.SessionLifetime, 1)

@@ -57,7 +57,43 @@ func AuditItem(r audit.Record, retention time.Duration, suffix string) Item {
 	it["latency_ms"] = &types.AttributeValueMemberN{Value: strconv.FormatFloat(r.LatencyMs, 'f', -1, 64)}
 	str("policy_hash", r.PolicyHash)
 	str("detail", r.Detail)
+	str("policy_verdict", r.PolicyVerdict)
+	str("policy_rule", r.PolicyRule)
+	if r.PolicyAudit {
+		it["policy_audit"] = &types.AttributeValueMemberBOOL{Value: true}
+	}
+	if len(r.Degraded) > 0 {
+		it["degraded"] = &types.AttributeValueMemberSS{Value: r.Degraded}
+	}
+	if len(r.Findings) > 0 {
+		l := make([]types.AttributeValue, len(r.Findings))
+		for i, f := range r.Findings {
+			l[i] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+				"at": S(f.At), "kind": S(f.Kind), "rule": S(f.Rule), "action": S(f.Action),
+			}}
+		}
+		it["findings"] = &types.AttributeValueMemberL{Value: l}
+	}
+	if r.FindingsCut > 0 {
+		it["findings_cut"] = N(int64(r.FindingsCut))
+	}
 	return it
+}
+
+// auditLists reads the record's degraded stages and findings.
+func auditLists(it Item, r *audit.Record) {
+	if ss, ok := it["degraded"].(*types.AttributeValueMemberSS); ok {
+		r.Degraded = ss.Value
+	}
+	if l, ok := it["findings"].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			if m, ok := v.(*types.AttributeValueMemberM); ok {
+				f := Item(m.Value)
+				r.Findings = append(r.Findings, audit.Finding{At: GetS(f, "at"), Kind: GetS(f, "kind"), Rule: GetS(f, "rule"), Action: GetS(f, "action")})
+			}
+		}
+	}
+	r.FindingsCut = int(GetN(it, "findings_cut"))
 }
 
 func auditFromItem(it Item) audit.Record {
@@ -66,13 +102,22 @@ func auditFromItem(it Item) audit.Record {
 	if v, ok := it["latency_ms"].(*types.AttributeValueMemberN); ok {
 		lat, _ = strconv.ParseFloat(v.Value, 64)
 	}
-	return audit.Record{
+	r := audit.Record{
 		Time: t, Tenant: GetS(it, "tenant"), Caller: GetS(it, "caller"), Session: GetS(it, "session"),
 		CorrelationID: GetS(it, "correlation_id"), Layer: GetS(it, "layer"), Method: GetS(it, "method"),
 		Server: GetS(it, "server"), Tool: GetS(it, "tool"), ParamsHash: GetS(it, "params_hash"),
 		Code: int(GetN(it, "code")), Word: GetS(it, "word"), Outcome: audit.Outcome(GetS(it, "outcome")),
 		LatencyMs: lat, PolicyHash: GetS(it, "policy_hash"), Detail: GetS(it, "detail"),
+		PolicyVerdict: GetS(it, "policy_verdict"), PolicyRule: GetS(it, "policy_rule"), PolicyAudit: policyAudit(it),
 	}
+	auditLists(it, &r)
+	return r
+}
+
+// policyAudit reads the record's policy_audit flag.
+func policyAudit(it Item) bool {
+	b, ok := it["policy_audit"].(*types.AttributeValueMemberBOOL)
+	return ok && b.Value
 }
 
 // Write implements audit.Writer.

@@ -31,6 +31,16 @@ func wire(it dynamo.Item) map[string]map[string]string {
 	return out
 }
 
+// goldenParamsKey is the params key of the golden items: the same fixed
+// secret as shared/audit's golden records.
+func goldenParamsKey(t *testing.T) audit.ParamsKey {
+	k, err := audit.NewParamsKey(bytes.Repeat([]byte{0x5a}, audit.ParamsKeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 // TestAuditItemGolden pins the stored form of one record of each outcome,
 // as dynamo.Store.Write builds it (suffix fixed; it is random in Write).
 func TestAuditItemGolden(t *testing.T) {
@@ -38,7 +48,7 @@ func TestAuditItemGolden(t *testing.T) {
 	base := audit.Record{
 		Time: at, Tenant: "acme", Caller: "acme-agent", Session: "0123456789abcdef0123456789abcdef",
 		CorrelationID: "4bf92f3577b34da6a3ce929d0e0e4736", Layer: "gateway", Method: "tools/call",
-		Server: "mock-primary", Tool: "echo", ParamsHash: audit.HashParams([]byte(`{"message":"hi"}`)),
+		Server: "mock-primary", Tool: "echo", ParamsHash: goldenParamsKey(t).Hash([]byte(`{"message":"hi"}`)),
 		PolicyHash: audit.PolicyHashNone,
 	}
 	cases := map[string]func(*audit.Record){

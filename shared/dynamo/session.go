@@ -86,6 +86,7 @@ func sessionFromItem(it Item) session.Record {
 		ID: GetS(it, "id"), Tenant: GetS(it, "tenant"), Caller: GetS(it, "caller"), Protocol: GetS(it, "protocol"),
 		Created: time.Unix(0, GetN(it, "created")).UTC(), LastSeen: time.Unix(0, GetN(it, "last_seen")).UTC(),
 	}
+	sessionCounters(it, &r) // sessioncount.go
 	if m, ok := it["up"].(*types.AttributeValueMemberM); ok && len(m.Value) > 0 {
 		r.Upstream = make(map[string]string, len(m.Value))
 		for k := range m.Value {

@@ -37,6 +37,7 @@ func (g *Gateway) toolsList(ctx context.Context, w http.ResponseWriter, ep endpo
 	out = append(out, `{"tools":[`...)
 	n := 0
 	for _, e := range view {
+		c.ToolDef = e.Tool.Def // what pipeline.Filter reads of the listed tool
 		if !g.pipe.Visible(ctx, c, e.Server, e.Tool.Name) {
 			continue
 		}
@@ -318,14 +319,19 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, 
 		Layer:         "gateway",
 		Method:        c.Method,
 		Tool:          c.Tool,
-		ParamsHash:    audit.HashParams(jsonrpc.Member(c.Params, "arguments")),
+		ParamsHash:    g.key.Hash(jsonrpc.Member(c.Params, "arguments")),
 		Code:          code,
 		Word:          word,
 		Outcome:       o,
 		LatencyMs:     float64(g.o.Now().Sub(c.Start).Microseconds()) / 1000,
 		PolicyHash:    c.PolicyHash,
 		Degraded:      c.DegradedNames(),
+		Findings:      c.Findings,
+		FindingsCut:   c.FindingsCut,
 		Detail:        detail,
+		PolicyVerdict: c.PolicyVerdict,
+		PolicyRule:    c.PolicyRule,
+		PolicyAudit:   c.PolicyAudit,
 	}
 	if c.Server != nil {
 		rec.Server = c.Server.Name

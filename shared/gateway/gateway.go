@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/config"
+	"github.com/aegis-gw/aegis/shared/content"
 	"github.com/aegis-gw/aegis/shared/correlation"
 	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
@@ -58,6 +60,11 @@ type Options struct {
 	// middleware (dynamo.WithMiddleware(tracer.AddAWSMiddleware)).
 	Tracer  *telemetry.Tracer
 	Metrics Metrics // nil: no metrics
+	// ParamsKey keys every params_hash the gateway writes (audit records,
+	// approvals); the zero key: the store's current key, generated and
+	// stored on first start (audit.LoadParamsKey). See
+	// docs/design/params-hash.md.
+	ParamsKey audit.ParamsKey
 	// StoreMargin is what the store work of one request may add to
 	// UPSTREAM_TIMEOUT_SECS in the request's deadline (see ServeHTTP);
 	// 0: DefaultStoreMargin.
@@ -88,6 +95,10 @@ const (
 	SettleTimeout = 2 * time.Second
 )
 
+// paramsKeyTimeout bounds reading (or first storing) the params key at
+// start.
+const paramsKeyTimeout = 5 * time.Second
+
 // errRequestDeadline is the cause of a request's context when its deadline
 // passed (context.Cause); a client that left cancels it instead.
 var errRequestDeadline = errors.New("gateway: request deadline passed")
@@ -108,6 +119,12 @@ type Gateway struct {
 	up     *upstream.Client
 	ledger *idempotency.Ledger
 	pipe   *pipeline.Pipeline
+	key    audit.ParamsKey // Options.ParamsKey, or the store's
+	// content holds the two sides of the content checks (stages.go).
+	content struct {
+		check   *content.Check
+		results *content.Results
+	}
 }
 
 // New returns the gateway over b, with its checks built from the stage
@@ -142,6 +159,16 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	if g.o.StoreMargin <= 0 {
 		g.o.StoreMargin = DefaultStoreMargin
 	}
+	g.key = g.o.ParamsKey
+	if g.key.IsZero() {
+		ctx, cancel := context.WithTimeout(context.Background(), paramsKeyTimeout)
+		k, err := audit.LoadParamsKey(ctx, b, g.o.Now())
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("gateway: reading the params key from the store: %w", err)
+		}
+		g.key = k
+	}
 	s := g.o.Settings
 	g.reg = b
 	if g.o.RegistryCacheTTL > 0 {
@@ -152,11 +179,19 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	g.cat = route.NewCatalog(g.reg, lister{g.up}, g.o.CatalogTTL, g.o.Now)
 	g.ledger = idempotency.New(idempotency.Options{Store: b, LeaseTTL: 5*s.UpstreamTimeout + 10*time.Second, Now: g.o.Now})
 	var err error
+	if g.content.check, g.content.results, err = content.New(content.Options{Defaults: s.Content(), Logger: g.o.Logger, Pins: b, Now: g.o.Now}); err != nil {
+		return nil, err
+	}
 	if g.pipe, err = g.buildPipeline(); err != nil {
 		return nil, err
 	}
 	return g, nil
 }
+
+// Catalog returns the tool catalog the gateway routes calls with, for the
+// admin API's kill switch (admin.Options.Catalog): a stop is resolved with
+// the same names a call is.
+func (g *Gateway) Catalog() *route.Catalog { return g.cat }
 
 // ServeHTTP implements http.Handler. Every request has a deadline,
 // UPSTREAM_TIMEOUT_SECS + Options.StoreMargin from its arrival (see

@@ -40,9 +40,10 @@ func TestJoinChild(t *testing.T) {
 
 // TestRecordsJoinOnParamsHash: one tools/call through the gateway and the
 // same call (as another client spells it: other id, spacing, member order)
-// through `aegis wrap` to the same demo server give two records that join
-// on params_hash, agree on tool, outcome and policy_hash, and both
-// validate.
+// through `aegis wrap` to the same demo server, wrap holding the gateway's
+// params key, give two records that join on params_hash (keyed, naming the
+// key), agree on tool, outcome and policy_hash, and both validate.
+// TestJoinNeedsTheKey: with another key they do not.
 func TestRecordsJoinOnParamsHash(t *testing.T) {
 	const args = `{"message":"hi"}`
 
@@ -53,6 +54,18 @@ func TestRecordsJoinOnParamsHash(t *testing.T) {
 	}
 	t.Cleanup(func() { up.Close() })
 	e := newUpEnv(t, up.URL, upOpts{})
+	// wrap holds the deployment's params key: the gateway's, from its
+	// store, exported to wrap's key file (docs/wrap.md, "The params key").
+	keys, err := e.Store.ParamsKeys(context.Background())
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("the gateway's params keys: %d, %v; want the one it made at start", len(keys), err)
+	}
+	key := keys[0].Key
+	keyFile := filepath.Join(t.TempDir(), "params.key")
+	if err := os.WriteFile(keyFile, []byte(key.FormatSecret()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(wrap.EnvParamsKeyFile, keyFile)
 	r := e.invoke(t, "echo", args)
 	if r.code() != 0 || !strings.Contains(string(r.Result), `"text":"hi"`) {
 		t.Fatalf("through the gateway: %s", r.Raw)
@@ -89,9 +102,13 @@ func TestRecordsJoinOnParamsHash(t *testing.T) {
 	byHash := map[string][]side{}
 	byHash[gw.ParamsHash] = append(byHash[gw.ParamsHash], side{gw.Layer, gw.Tool, gw.PolicyHash, gw.Outcome})
 	byHash[wr.ParamsHash] = append(byHash[wr.ParamsHash], side{wr.Layer, wr.Tool, wr.PolicyHash, wr.Outcome})
-	joined := byHash[audit.HashParams(json.RawMessage(args))]
+	want := key.Hash(json.RawMessage(args))
+	joined := byHash[want]
 	if len(byHash) != 1 || len(joined) != 2 {
-		t.Fatalf("params_hash: gateway %s, wrap %s; want both %s", gw.ParamsHash, wr.ParamsHash, audit.HashParams(json.RawMessage(args)))
+		t.Fatalf("params_hash: gateway %s, wrap %s; want both %s", gw.ParamsHash, wr.ParamsHash, want)
+	}
+	if audit.ParamsHashKeyID(gw.ParamsHash) != key.ID() {
+		t.Errorf("params_hash %s does not name the key %s", gw.ParamsHash, key.ID())
 	}
 	g, w := joined[0], joined[1]
 	if g.layer != "gateway" || w.layer != "wrap" {
@@ -171,4 +188,38 @@ func throughWrap(t *testing.T, call string) (file, answer string) {
 		t.Fatalf("wrap did not exit; stderr %s", stderr.String())
 	}
 	return file, answer
+}
+
+// TestJoinNeedsTheKey: the same call through wrap with a key of its own
+// (generated on first use) has another params_hash than the gateway's, so
+// a record cannot be joined, or its arguments guessed, without the key.
+func TestJoinNeedsTheKey(t *testing.T) {
+	const args = `{"message":"hi"}`
+	up, err := demo.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { up.Close() })
+	e := newUpEnv(t, up.URL, upOpts{})
+	r := e.invoke(t, "echo", args)
+	gw := e.Audit.await(t, r.Corr)
+
+	keyFile := filepath.Join(t.TempDir(), "aegis", "params.key") // absent: wrap makes it
+	t.Setenv(wrap.EnvParamsKeyFile, keyFile)
+	file, _ := throughWrap(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":`+args+`}}`)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wr wrap.Record
+	if err := json.Unmarshal(b, &wr); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(keyFile)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("wrap's generated key file: %v, %v; want mode 0600", st, err)
+	}
+	if wr.ParamsHash == gw.ParamsHash || audit.ParamsHashKeyID(wr.ParamsHash) == audit.ParamsHashKeyID(gw.ParamsHash) || !audit.IsParamsHash(wr.ParamsHash) {
+		t.Fatalf("params_hash with two keys: gateway %s, wrap %s; want two keyed hashes naming two keys", gw.ParamsHash, wr.ParamsHash)
+	}
 }

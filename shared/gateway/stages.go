@@ -6,10 +6,10 @@ import (
 	"github.com/aegis-gw/aegis/shared/killswitch"
 	"github.com/aegis-gw/aegis/shared/params"
 	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/policycheck"
 	"github.com/aegis-gw/aegis/shared/quota"
 	"github.com/aegis-gw/aegis/shared/ratelimit"
 	"github.com/aegis-gw/aegis/shared/route"
-	"github.com/aegis-gw/aegis/shared/schema"
 	"github.com/aegis-gw/aegis/shared/session"
 	"github.com/aegis-gw/aegis/shared/sessioncheck"
 )
@@ -59,23 +59,18 @@ var stages = [...]stage{
 	{slot: pipeline.KillSwitch, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return killswitch.New(g.b, g.o.Settings.KillSwitchRefresh, g.o.Now, g.o.Logger)
 	}},
-	{slot: pipeline.Policy, scope: pipeline.Decided, mode: pipeline.FailClosed}, // not built yet
+	{slot: pipeline.Policy, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
+		return policycheck.New(g.b, g.reg, g.b, &policycheck.Options{Now: g.o.Now, Logger: g.o.Logger})
+	}},
 	{slot: pipeline.Content, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
-		mode := schema.Block
-		switch g.o.Settings.InputValidation {
-		case "off":
-			return nil
-		case "monitor":
-			mode = schema.Monitor
-		}
-		return schema.New(mode, &schema.Options{Logger: g.o.Logger})
+		return g.content.check
 	}},
 	{slot: pipeline.Approval, scope: pipeline.Decided, mode: pipeline.FailClosed, unavailable: approval.Unavailable, check: func(g *Gateway) pipeline.Check {
 		s := g.o.Settings
 		// The lease outlasts the longest a call can take, never shorter
 		// than the default.
 		lease := max(approval.DefaultLease, s.CallBudget())
-		return approval.New(g.b, approval.Options{TTL: s.ApprovalTTL, Lease: lease, Now: g.o.Now, Logger: g.o.Logger, Audit: g.b, Notifier: g.o.Notifier})
+		return approval.New(g.b, approval.Options{TTL: s.ApprovalTTL, Lease: lease, Now: g.o.Now, Logger: g.o.Logger, Audit: g.b, Notifier: g.o.Notifier, ParamsKey: g.key})
 	}},
 	{slot: pipeline.Breaker, scope: pipeline.Decided, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
 		s := g.o.Settings
@@ -86,7 +81,9 @@ var stages = [...]stage{
 		g.up.Observe = brk.Observe
 		return brk
 	}},
-	{slot: pipeline.Results, scope: pipeline.Decided, mode: pipeline.FailClosed}, // not built yet
+	{slot: pipeline.Results, scope: pipeline.Decided, mode: pipeline.FailClosed, result: func(g *Gateway) pipeline.ResultCheck {
+		return g.content.results
+	}},
 }
 
 // buildPipeline loops over the stage table.

@@ -161,7 +161,7 @@ func TestSpansForAllowedAndRefusedCalls(t *testing.T) {
 		}
 		return by
 	}
-	by := check("allowed", allowed, corr, []string{"POST /v1/invoke", "check.session", "check.params", "check.ratelimit", "check.route", "check.killswitch", "check.content", "check.approval", "check.breaker", "upstream.call"})
+	by := check("allowed", allowed, corr, []string{"POST /v1/invoke", "check.session", "check.params", "check.ratelimit", "check.route", "check.killswitch", "check.policy", "check.content", "check.approval", "check.breaker", "upstream.call", "check.results"})
 	if up := by["upstream.call"]; attr(up, telemetry.AttrServer) != "tools" || attr(up, telemetry.AttrTool) != "work" ||
 		attr(up, telemetry.AttrOutcome) != "answered" || attr(up, telemetry.AttrHTTPStatus) != "200" {
 		t.Errorf("upstream span attributes %v", up.Attributes())

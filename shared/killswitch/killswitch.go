@@ -4,6 +4,14 @@
 // refresh period. The same decision hides the tool from tools/list
 // (pipeline.Filter).
 //
+// A stop names a tool by its server and its upstream name, never by the
+// name a catalog exposes it under ("a.echo" when two servers list echo):
+// exposed names change as servers come and go, the tool a call was routed
+// to does not. Whoever stores a stop resolves the name the operator gave
+// to that pair when the stop is made (shared/admin, with the gateway's
+// catalog), and refuses a name that matches no tool (Near lists what the
+// operator may have meant); docs/admin.md gives the rules.
+//
 // Each instance caches a tenant's stops and re-reads them from the Store when
 // the cached copy is older than the refresh period (KILL_SWITCH_REFRESH_SECS),
 // so a stop or resume written at time T is in force everywhere by
@@ -23,7 +31,8 @@ import (
 	"github.com/aegis-gw/aegis/shared/registry"
 )
 
-// Stop is one kill switch. Tool "" stops the whole server.
+// Stop is one kill switch: Server is the server's name, Tool the tool's
+// upstream name (as its server lists it); Tool "" stops the whole server.
 type Stop struct {
 	Tenant string    `json:"tenant"`
 	Server string    `json:"server"`

@@ -12,6 +12,7 @@ package memstore
 import (
 	"sync"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/killswitch"
 )
@@ -68,11 +69,12 @@ func defaultBounds() bounds {
 type Store struct {
 	bounds bounds // set by New, read-only after
 
-	mu       sync.Mutex
-	tenants  map[string]tenantRec
-	keys     map[string]keyRec
-	sessions sessionTable                // session.go, under mu
-	stops    map[stopKey]killswitch.Stop // killswitch.go, under mu
+	mu         sync.Mutex
+	tenants    map[string]tenantRec
+	keys       map[string]keyRec
+	sessions   sessionTable                // session.go, under mu
+	stops      map[stopKey]killswitch.Stop // killswitch.go, under mu
+	paramsKeys []audit.StoredKey           // paramskey.go, under mu; current first
 
 	counters  counters     // counters.go, own lock
 	audit     auditLog     // audit.go, own lock
@@ -80,6 +82,7 @@ type Store struct {
 	breaker   breakerState // breaker.go, own lock
 	idem      idemLedger   // idempotency.go, own lock
 	ends      endQueue     // sweep.go, own lock
+	pins      pinTable     // pins.go, own lock
 }
 
 // New returns an empty store.

@@ -11,6 +11,7 @@ import (
 type tenantRec struct {
 	t       registry.Tenant
 	servers map[string]registry.Server
+	policy  *registry.Policy // policy.go; nil: none stored
 }
 
 type keyRec = registry.Key

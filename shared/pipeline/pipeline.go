@@ -50,6 +50,22 @@ type Call struct {
 	IdempotencyKey string
 	PolicyHash     string // hash of the policy set in force (audit)
 
+	// Roles are the roles the caller's API key carries (registry.Key.Roles).
+	// Nil: not known yet; the policy stage then reads them from the key
+	// record and sets them (non-nil, empty for none).
+	Roles []string
+	// What the policy stage decided (shared/policycheck). PolicyApproval:
+	// the policy requires a human's approval, and the approval stage holds
+	// the call as it does a tool with requires_approval. PolicyVerdict is
+	// "allow", "approve" or "deny" ("" when no policy decided) and
+	// PolicyRule the rule that decided; PolicyAudit marks them as the
+	// intended verdict of a tenant in audit mode, not enforced. The rule
+	// is for the audit record only, never shown to the client.
+	PolicyApproval bool
+	PolicyVerdict  string
+	PolicyRule     string
+	PolicyAudit    bool
+
 	// Inline: every store is in this process (the embedded store), so
 	// checks run their store work at once instead of on goroutines (see
 	// Async).
@@ -63,7 +79,22 @@ type Call struct {
 	// the call through (audit: degraded).
 	Degraded []Slot
 
-	done []func(audit.Outcome)
+	// Findings are what the content checks found in the arguments and in
+	// the answer, and what they did (audit: findings, findings_cut).
+	Findings    []audit.Finding
+	FindingsCut int
+
+	done      []func(audit.Outcome)
+	doneAsync []func(audit.Outcome)
+}
+
+// Found records a content check's finding on the call, once per distinct
+// finding and at most audit.MaxFindings.
+func (c *Call) Found(f audit.Finding) {
+	var cut bool
+	if c.Findings, cut = audit.AddFinding(c.Findings, f); cut {
+		c.FindingsCut++
+	}
 }
 
 // Async runs fn, a check's store work: on its own goroutine, so that the
@@ -88,13 +119,26 @@ func (c *Call) Async(fn func()) (wait func()) {
 // result. Functions run in reverse order of registration.
 func (c *Call) OnDone(fn func(audit.Outcome)) { c.done = append(c.done, fn) }
 
-// Finish runs the OnDone functions with the call's outcome. It is called
-// exactly once by the gateway.
+// OnDoneAsync registers fn like OnDone, for work independent of every
+// other's (a store write of its own): Finish runs it alongside the OnDone
+// functions (on its own goroutine unless c.Inline) and returns once it has
+// run.
+func (c *Call) OnDoneAsync(fn func(audit.Outcome)) { c.doneAsync = append(c.doneAsync, fn) }
+
+// Finish runs the OnDone and OnDoneAsync functions with the call's
+// outcome. It is called exactly once by the gateway.
 func (c *Call) Finish(o audit.Outcome) {
+	waits := make([]func(), 0, len(c.doneAsync))
+	for _, fn := range c.doneAsync {
+		waits = append(waits, c.Async(func() { fn(o) }))
+	}
 	for i := len(c.done) - 1; i >= 0; i-- {
 		c.done[i](o)
 	}
-	c.done = nil
+	for _, w := range waits {
+		w()
+	}
+	c.done, c.doneAsync = nil, nil
 }
 
 // Check is one stage's check. Check returns nil to let the call on, a
@@ -139,7 +183,8 @@ type Resolver interface {
 
 // Filter is implemented by checks whose decision also hides tools from
 // tools/list (kill switch, policy): the list and the call use the same
-// decision code.
+// decision code. While Visible is asked about a tool, c.ToolDef is that
+// tool's definition as its server lists it.
 type Filter interface {
 	Visible(ctx context.Context, c *Call, server *registry.Server, tool string) bool
 }

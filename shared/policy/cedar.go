@@ -101,6 +101,36 @@ type cedarLayer struct {
 type indexed struct {
 	id     cedar.PolicyID
 	policy *cedar.Policy
+	reads  reads
+}
+
+// reads is what request data a policy may read of the data that costs a
+// conversion per request: the arguments (context.arguments and
+// context.arguments_truncated) and the tool's annotations
+// (resource.annotations). A request whose candidate policies read neither
+// gets them as empty records: no policy among those evaluated can tell.
+type reads uint8
+
+const (
+	readsArguments reads = 1 << iota
+	readsAnnotations
+	readsAll = readsArguments | readsAnnotations
+)
+
+// readsOf finds what p may read, from its text: any mention of the word
+// (an attribute access, a has, an index, a record literal's key, even an
+// annotation's or a string's) counts, so the test errs only towards
+// converting.
+func readsOf(p *cedar.Policy) reads {
+	text := p.MarshalCedar()
+	var r reads
+	if bytes.Contains(text, []byte("arguments")) {
+		r |= readsArguments
+	}
+	if bytes.Contains(text, []byte("annotations")) {
+		r |= readsAnnotations
+	}
+	return r
 }
 
 // scopeIndex is one method's policies by resource scope.
@@ -112,6 +142,20 @@ type scopeIndex struct {
 
 // candidates is the policies of one request: a cedar.PolicyIterator.
 type candidates [3][]indexed
+
+// reads is what the candidates may read.
+func (c *candidates) reads() reads {
+	var r reads
+	for _, list := range c {
+		for _, e := range list {
+			r |= e.reads
+		}
+	}
+	return r
+}
+
+// empty reports whether there is no candidate.
+func (c *candidates) empty() bool { return len(c[0])+len(c[1])+len(c[2]) == 0 }
 
 // All yields the candidate policies.
 func (c *candidates) All() iter.Seq2[cedar.PolicyID, *cedar.Policy] {
@@ -151,7 +195,7 @@ func (l *cedarLayer) add(id cedar.PolicyID, p *cedar.Policy) {
 	default:
 		methods = []string{MethodToolsCall, MethodResource, MethodPrompt, MethodCompletion}
 	}
-	e := indexed{id: id, policy: p}
+	e := indexed{id: id, policy: p, reads: readsOf(p)}
 	for _, m := range methods {
 		if !Decidable(m) {
 			continue // never asked about
@@ -230,13 +274,22 @@ func compileCedar(text string) (*cedarLayer, error) {
 }
 
 // Decide applies the rule above.
+//
+// Only the candidate policies are evaluated (the index), and the request
+// data they cannot read is not converted (reads): with no candidate, the
+// answer is no permit at once.
 func (l *cedarLayer) Decide(ctx context.Context, req *Request) Verdict {
-	principal, action, resource, entities := entitiesOf(req)
-	if req.Listing {
-		return l.decideListing(ctx, principal, action, resource, entities, req)
+	cands := l.candidates(req, resourceOf(req))
+	if cands.empty() {
+		return denied(ReasonNoPermit, RuleNoPermit)
 	}
-	d, diag := cedar.Authorize(l.candidates(req, resource), entities, cedar.Request{
-		Principal: principal, Action: action, Resource: resource, Context: contextOf(req, false),
+	r := cands.reads()
+	principal, action, resource, entities := entitiesOf(req, r)
+	if req.Listing {
+		return l.decideListing(ctx, cands, principal, action, resource, entities, req, r)
+	}
+	d, diag := cedar.Authorize(cands, entities, cedar.Request{
+		Principal: principal, Action: action, Resource: resource, Context: contextOf(req, false, r),
 	})
 	return l.verdict(d, diag)
 }
@@ -244,10 +297,10 @@ func (l *cedarLayer) Decide(ctx context.Context, req *Request) Verdict {
 // decideListing asks whether some arguments would allow req: the
 // arguments are unknown to Cedar (batch's Ignore), so a permit's condition
 // on them is dropped and a forbid with one does not apply.
-func (l *cedarLayer) decideListing(ctx context.Context, principal, action, resource types.EntityUID, entities types.EntityMap, req *Request) Verdict {
+func (l *cedarLayer) decideListing(ctx context.Context, cands *candidates, principal, action, resource types.EntityUID, entities types.EntityMap, req *Request, r reads) Verdict {
 	v := denied(ReasonEvalError, RuleNoPermit)
-	err := batch.Authorize(ctx, l.candidates(req, resource), entities, batch.Request{
-		Principal: principal, Action: action, Resource: resource, Context: contextOf(req, true),
+	err := batch.Authorize(ctx, cands, entities, batch.Request{
+		Principal: principal, Action: action, Resource: resource, Context: contextOf(req, true, r),
 	}, func(r batch.Result) error {
 		v = l.verdict(r.Decision, r.Diagnostic)
 		return nil
@@ -299,7 +352,18 @@ func (l *cedarLayer) verdict(d cedar.Decision, diag cedar.Diagnostic) Verdict {
 
 // entitiesOf builds the request's principal, action and resource and the
 // entities that carry their attributes (docs/policy.md).
-func entitiesOf(req *Request) (principal, action, resource types.EntityUID, em types.EntityMap) {
+// resourceOf is the request's resource entity.
+func resourceOf(req *Request) types.EntityUID {
+	switch {
+	case req.Method == MethodToolsCall:
+		return types.NewEntityUID(typeTool, types.String(req.Server+"/"+req.Tool))
+	case req.Method == MethodPrompt || (req.Method == MethodCompletion && req.Prompt != ""):
+		return types.NewEntityUID(typePrompt, types.String(req.Server+"/"+req.Prompt))
+	}
+	return types.NewEntityUID(typeResource, types.String(req.ResourceURI))
+}
+
+func entitiesOf(req *Request, r reads) (principal, action, resource types.EntityUID, em types.EntityMap) {
 	principal = types.NewEntityUID(typeCaller, types.String(req.Caller.ID))
 	roles := make([]types.Value, len(req.Caller.Roles))
 	parents := make([]types.EntityUID, len(req.Caller.Roles))
@@ -313,10 +377,14 @@ func entitiesOf(req *Request) (principal, action, resource types.EntityUID, em t
 	switch {
 	case req.Method == MethodToolsCall:
 		resource = types.NewEntityUID(typeTool, types.String(req.Server+"/"+req.Tool))
+		ann := emptyRecord
+		if r&readsAnnotations != 0 {
+			ann = annotationsOf(req.Annotations)
+		}
 		attrs = types.RecordMap{
 			"server":      types.String(req.Server),
 			"name":        types.String(req.Tool),
-			"annotations": annotationsOf(req.Annotations),
+			"annotations": ann,
 		}
 	case req.Method == MethodPrompt || (req.Method == MethodCompletion && req.Prompt != ""):
 		resource = types.NewEntityUID(typePrompt, types.String(req.Server+"/"+req.Prompt))
@@ -341,8 +409,9 @@ func entitiesOf(req *Request) (principal, action, resource types.EntityUID, em t
 }
 
 // contextOf is the request's context record. listing leaves the arguments
-// unknown (batch.Ignore).
-func contextOf(req *Request, listing bool) types.Record {
+// unknown (batch.Ignore); without readsArguments in r they are the empty
+// record.
+func contextOf(req *Request, listing bool, r reads) types.Record {
 	m := types.RecordMap{
 		"session": types.NewRecord(types.RecordMap{
 			"id":         types.String(req.Session.ID),
@@ -356,7 +425,10 @@ func contextOf(req *Request, listing bool) types.Record {
 		m["arguments_truncated"] = batch.Ignore()
 		return types.NewRecord(m)
 	}
-	args, ok := argumentsOf(req.Arguments)
+	args, ok := emptyRecord, true
+	if r&readsArguments != 0 {
+		args, ok = argumentsOf(req.Arguments)
+	}
 	m["arguments"] = args
 	m["arguments_truncated"] = types.Boolean(!ok)
 	return types.NewRecord(m)

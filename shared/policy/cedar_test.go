@@ -237,12 +237,17 @@ permit (principal, action in Action::"tools/call", resource in Tool::"srv3/tool3
 					case MethodPrompt, MethodCompletion:
 						req.Prompt = req.Tool
 					}
-					principal, action, resource, entities := entitiesOf(req)
-					r := cedar.Request{Principal: principal, Action: action, Resource: resource, Context: contextOf(req, false)}
+					principal, action, resource, entities := entitiesOf(req, readsAll)
+					r := cedar.Request{Principal: principal, Action: action, Resource: resource, Context: contextOf(req, false, readsAll)}
 					gotD, gotDiag := cedar.Authorize(l.candidates(req, resource), entities, r)
 					wantD, wantDiag := cedar.Authorize(full, entities, r)
 					if gotD != wantD || !slices.Equal(ids(gotDiag), ids(wantDiag)) {
 						t.Fatalf("%s %s/%s %v: indexed %v %v, full %v %v", method, req.Server, req.Tool, roles, gotD, ids(gotDiag), wantD, ids(wantDiag))
+					}
+					// Decide evaluates the candidates on only the data
+					// they can read (reads): the same verdict.
+					if got, want := l.Decide(context.Background(), req), l.verdict(wantD, wantDiag); got != want {
+						t.Fatalf("%s %s/%s %v: Decide %+v, full data %+v", method, req.Server, req.Tool, roles, got, want)
 					}
 					if wantD == cedar.Allow {
 						n++

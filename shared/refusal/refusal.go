@@ -313,6 +313,35 @@ func Egress(kinds []string) *Refusal {
 	return New(EgressBlocked, "Sensitive data in arguments: "+strings.Join(kinds, ", ")+"; the call was not sent").With("kinds", kinds)
 }
 
+// Injection is -32050 for a prompt injection found (THREAT_MODE=block) in
+// the arguments (at "arguments") or in the upstream's answer (at
+// "result"): data.at says where and data.rules lists the scanner's rule
+// ids ("instruction-override", "unicode-tags", ...), never the text.
+func Injection(at string, rules []string) *Refusal {
+	return New(PromptInjection, "Prompt injection detected in the "+at+": "+strings.Join(rules, ", ")).
+		With("at", at).With("rules", rules)
+}
+
+// Poisoned is -32051 for a call to a tool whose definition holds a threat
+// (THREAT_MODE=block): data.server and data.tool name it, data.rule is the
+// first rule id found in the definition and data.rules all of them.
+func Poisoned(server, tool string, rules []string) *Refusal {
+	r := New(ToolPoisoning, fmt.Sprintf("Tool definition rejected: %s on %s carries instructions (%s)", tool, server, strings.Join(rules, ", "))).
+		With("server", server).With("tool", tool).With("rules", rules)
+	if len(rules) > 0 {
+		r.With("rule", rules[0])
+	}
+	return r
+}
+
+// RugPull is -32051 for a call to a tool whose definition changed since it
+// was pinned: data.server and data.tool name it, data.pinned and data.new
+// are the pinned and the new definition's hashes.
+func RugPull(server, tool, pinned, current string) *Refusal {
+	return New(ToolPoisoning, fmt.Sprintf("Tool definition rejected: %s on %s changed since it was pinned", tool, server)).
+		With("server", server).With("tool", tool).With("rule", "definition-changed").With("pinned", pinned).With("new", current)
+}
+
 // Unknown is -32601 for a method or tool this tenant does not have.
 func Unknown(what string) *Refusal {
 	return New(MethodNotFound, "Method not found: "+what)

@@ -4,7 +4,12 @@ package registry
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/aegis-gw/aegis/shared/policy"
 )
 
 // Tiers of the monthly quota.
@@ -31,6 +36,48 @@ type Tenant struct {
 	WebhookSecretRef string    `json:"webhook_secret_ref,omitempty"`
 	Disabled         bool      `json:"disabled,omitempty"`
 	Created          time.Time `json:"created"`
+	// Content overrides the deployment's content actions for this tenant.
+	Content ContentActions `json:"content,omitzero"`
+}
+
+// ContentActions are a tenant's choices of the content checks' actions,
+// each one of the values the environment setting of the same name takes
+// (PIIActions, EgressActions, InputValidations, ThreatModes); "" keeps the
+// deployment's setting.
+type ContentActions struct {
+	PII    string `json:"pii_action,omitempty" yaml:"pii_action"`
+	Egress string `json:"egress_action,omitempty" yaml:"egress_action"`
+	Input  string `json:"input_validation,omitempty" yaml:"input_validation"`
+	Threat string `json:"threat_mode,omitempty" yaml:"threat_mode"`
+}
+
+// The values each content action takes, the first the seed's default. The
+// environment settings (shared/config) and the tenant overrides are checked
+// against these same lists.
+var (
+	PIIActions       = []string{"redact", "monitor", "block"} // PII_ACTION
+	EgressActions    = []string{"block", "monitor", "off"}    // EGRESS_ACTION
+	InputValidations = []string{"block", "monitor", "off"}    // INPUT_VALIDATION
+	ThreatModes      = []string{"block", "monitor"}           // THREAT_MODE
+)
+
+// Validate reports the first override that is not one of its setting's
+// values, naming the field.
+func (a ContentActions) Validate() error {
+	for _, f := range []struct {
+		name, v string
+		allowed []string
+	}{
+		{"pii_action", a.PII, PIIActions},
+		{"egress_action", a.Egress, EgressActions},
+		{"input_validation", a.Input, InputValidations},
+		{"threat_mode", a.Threat, ThreatModes},
+	} {
+		if f.v != "" && !slices.Contains(f.allowed, f.v) {
+			return fmt.Errorf("%s %q: want one of %s", f.name, f.v, strings.Join(f.allowed, ", "))
+		}
+	}
+	return nil
 }
 
 // Credential is a brokered credential: a header injected on calls to an
@@ -66,6 +113,12 @@ type Key struct {
 	Hash    string    `json:"hash"`
 	Created time.Time `json:"created"`
 	Revoked bool      `json:"revoked,omitempty"`
+	// Roles are the tenant's roles this key's caller holds (the policy's
+	// roles layer and Cedar's principal.roles); nil: none.
+	Roles []string `json:"roles,omitempty"`
+	// Manifest narrows the tenant's session manifest for this key's
+	// sessions (policy.Merge: it can only narrow); nil: none.
+	Manifest *policy.Manifest `json:"manifest,omitempty"`
 }
 
 // Reader is what the request path needs from the registry. Lookups of
@@ -92,4 +145,5 @@ type Writer interface {
 type Store interface {
 	Reader
 	Writer
+	PolicyStore // each tenant's policy set (policy.go)
 }

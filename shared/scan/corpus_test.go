@@ -391,7 +391,7 @@ func (g *corpusGen) negative() string {
 func corpus(seed uint64, perKind, negatives int) []sample {
 	g := &corpusGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	var out []sample
-	for k := range numKinds {
+	for k := range numPII {
 		for range perKind {
 			out = append(out, g.positive(k))
 		}
@@ -513,16 +513,16 @@ func TestCorpus(t *testing.T) {
 	samples := corpus(1, 1000, 10000)
 	sc, ex := evaluate(New(nil), samples)
 	t.Logf("%-10s %6s %6s %6s %9s %7s", "kind", "tp", "fp", "fn", "precision", "recall")
-	for k := range numKinds {
+	for k := range numPII {
 		s := sc[k]
 		t.Logf("%-10s %6d %6d %6d %9.4f %7.4f", k, s.tp, s.fp, s.fn, s.precision(), s.recall())
 	}
-	for k := range numKinds {
+	for k := range numPII {
 		for _, e := range ex[k] {
 			t.Logf("%s: %.200s", k, e)
 		}
 	}
-	for k := range numKinds {
+	for k := range numPII {
 		s, want := sc[k], corpusTargets[k]
 		if s.precision() < want.precision || s.recall() < want.recall {
 			t.Errorf("%s: precision %.4f recall %.4f, want at least %.2f and %.2f; e.g.\n  %s",

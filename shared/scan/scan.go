@@ -37,13 +37,24 @@ const (
 	KindEmail                  // an email address
 	KindPhone                  // a phone number
 	KindDOB                    // a date next to a word that makes it a date of birth
+
+	// The threat kinds (inject.go), found only when Options.Kinds asks.
+	KindInjection    // an instruction override, a role injection, a fake turn, a chat-template token
+	KindHidden       // text hidden from a human reader: tag characters, invisible controls, HTML comments and hidden elements
+	KindExfiltration // a directive to send data out, or to keep something from the user
+	KindShadowing    // a directive that changes how other tools are used
 	numKinds
 )
 
-var kindNames = [numKinds]string{"credential", "card", "ssn", "iban", "email", "phone", "dob"}
+// numPII is the number of personal-data and credential kinds, the first
+// kinds; the threat kinds follow them.
+const numPII = KindInjection
+
+var kindNames = [numKinds]string{"credential", "card", "ssn", "iban", "email", "phone", "dob", "injection", "hidden", "exfiltration", "shadowing"}
 
 // String is the kind's name: "credential", "card", "ssn", "iban", "email",
-// "phone" or "dob" ("unknown" for any other value).
+// "phone", "dob", "injection", "hidden", "exfiltration" or "shadowing"
+// ("unknown" for any other value).
 func (k Kind) String() string {
 	if k < numKinds {
 		return kindNames[k]
@@ -56,6 +67,33 @@ func (k Kind) String() string {
 func (k Kind) Sensitive() bool {
 	return k == KindCredential || k == KindCard || k == KindSSN
 }
+
+// Threat reports whether k is one of the threat kinds (prompt injection,
+// hidden text, exfiltration, tool shadowing): refusal codes -32050 and
+// -32051. The other kinds are credentials and personal data.
+func (k Kind) Threat() bool { return k >= numPII && k < numKinds }
+
+// PIIKinds returns the credential and personal-data kinds: what a Scanner
+// finds when Options.Kinds is empty.
+func PIIKinds() []Kind {
+	out := make([]Kind, 0, numPII)
+	for k := range numPII {
+		out = append(out, k)
+	}
+	return out
+}
+
+// ThreatKinds returns the threat kinds (Kind.Threat).
+func ThreatKinds() []Kind {
+	out := make([]Kind, 0, numKinds-numPII)
+	for k := numPII; k < numKinds; k++ {
+		out = append(out, k)
+	}
+	return out
+}
+
+// AllKinds returns every kind, PIIKinds then ThreatKinds.
+func AllKinds() []Kind { return append(PIIKinds(), ThreatKinds()...) }
 
 // Finding is one match.
 type Finding struct {
@@ -83,10 +121,12 @@ type Finding struct {
 	Start, End int
 }
 
-// Options configure a Scanner. The zero value (or nil) turns every kind
-// on with the default depth.
+// Options configure a Scanner. The zero value (or nil) turns every
+// credential and personal-data kind on (PIIKinds), with the default depth;
+// the threat kinds are opt-in.
 type Options struct {
-	// Kinds are the kinds to find; nil or empty means all of them.
+	// Kinds are the kinds to find; nil or empty means PIIKinds. A
+	// Scanner given PII and threat kinds finds both in one pass.
 	Kinds []Kind
 	// MaxDepth is the number of JSON levels scanned: 1 is the document
 	// only, 2 also the JSON texts its strings carry (a string that starts
@@ -105,11 +145,13 @@ const (
 // concurrent use.
 type Scanner struct {
 	on       [numKinds]bool
+	threat   bool // some threat kind is on
 	maxDepth int
 	pool     sync.Pool // *state
+	bufs     sync.Pool // *[]byte: decoded payloads (inject.go)
 }
 
-// New returns a Scanner for o (nil: every kind, DefaultMaxDepth). o is
+// New returns a Scanner for o (nil: PIIKinds, DefaultMaxDepth). o is
 // copied.
 func New(o *Options) *Scanner {
 	s := &Scanner{maxDepth: DefaultMaxDepth}
@@ -124,9 +166,12 @@ func New(o *Options) *Scanner {
 		}
 	}
 	if o == nil || len(o.Kinds) == 0 {
-		for k := range s.on {
+		for k := range numPII {
 			s.on[k] = true
 		}
+	}
+	for k := numPII; k < numKinds; k++ {
+		s.threat = s.threat || s.on[k]
 	}
 	s.pool.New = func() any { return newState(s) }
 	return s

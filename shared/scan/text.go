@@ -16,6 +16,7 @@ const (
 	trParen              // "(415) 555-0134"
 	trAssign             // '=' or ':' after a secret's name
 	trDash               // "-----BEGIN "
+	trThreat             // '<', '[', '!', '~' and the lead bytes of invisible characters (inject.go)
 )
 
 // wordASCII marks the bytes of an ASCII word: letters, digits, '_'.
@@ -26,7 +27,7 @@ var wordASCII = func() (t [256]bool) {
 	return t
 }()
 
-var trigger = func() (t [256]uint8) {
+var trigger = func() (t [256]uint16) {
 	for c := '0'; c <= '9'; c++ {
 		t[c] |= trDigit
 	}
@@ -42,6 +43,9 @@ var trigger = func() (t [256]uint8) {
 	t['='] |= trAssign
 	t[':'] |= trAssign
 	t['-'] |= trDash
+	for _, c := range []byte{'<', '[', '!', '~', 0xe2, 0xef, 0xf3} {
+		t[c] |= trThreat
+	}
 	return t
 }()
 
@@ -50,10 +54,12 @@ var trigger = func() (t [256]uint8) {
 func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
 	mark := len(dst)
 	on := &s.on
+	// f is set on every path before it is read; declared once, it is not
+	// cleared at every byte.
+	var f Finding
 	for i := 0; i < len(t); i++ {
 		c := t[i]
 		tr := trigger[c]
-		var f Finding
 		if wordASCII[c] {
 			// A word (ASCII letters, digits, '_'): findings start only at
 			// its first byte, so the rest of it is passed over at once.
@@ -72,10 +78,18 @@ func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
 				}
 			}
 			if f.Start < 0 {
+				ws := i
 				for i+1 < len(t) && wordASCII[t[i+1]] {
 					i++
 				}
-				continue
+				// The threat detectors' gate, inline: a cue's first byte
+				// and length, or a word long enough to start a blob.
+				if n := i + 1 - ws; !s.threat || n < 16 && !maybeCue(t, ws, i+1) && !(i+2 < len(t) && (t[i+1] == '+' || t[i+1] == '/') && b64Next(t, ws, i+1)) {
+					continue
+				}
+				if f = s.word(t, ws, i+1, true); f.Start < 0 {
+					continue
+				}
 			}
 		} else {
 			switch {
@@ -106,6 +120,11 @@ func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
 					continue
 				}
 				f = credential(t, i)
+			case tr&trThreat != 0:
+				if !s.threat {
+					continue
+				}
+				f = s.mark(t, i)
 			}
 		}
 		if f.Start < 0 {
@@ -128,6 +147,17 @@ func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
 		}
 	}
 	return dst
+}
+
+// b64Next reports whether the word t[ws:j] may start a base64 blob that
+// goes on after it: '+' or '/' and a letter or digit follow, and the
+// word does not itself continue a run, a host name or a path (the blob
+// detector then reads the whole run).
+func b64Next(t string, ws, j int) bool {
+	if j+1 >= len(t) || t[j] != '+' && t[j] != '/' || !isAlnum(t[j+1]) {
+		return false
+	}
+	return ws == 0 || !isB64(t[ws-1]) && t[ws-1] != '-' && t[ws-1] != '_' && t[ws-1] != '.'
 }
 
 // lastEnd is where the last finding appended after mark ends (0 if none).

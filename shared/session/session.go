@@ -17,6 +17,14 @@ type Record struct {
 	Created  time.Time         `json:"created"`
 	LastSeen time.Time         `json:"last_seen"`
 	Upstream map[string]string `json:"upstream,omitempty"` // server name → upstream Mcp-Session-Id
+
+	// The session manifest's counters (count.go): what the calls the
+	// whole pipeline allowed and forwarded have spent. LastAllowed is the
+	// last such call (zero: none yet); ToolCalls counts the tools/calls;
+	// Steps are the distinct declared steps, at most MaxSteps.
+	LastAllowed time.Time `json:"last_allowed,omitzero"`
+	ToolCalls   int       `json:"tool_calls,omitempty"`
+	Steps       []int64   `json:"steps,omitempty"`
 }
 
 // Limits are the two session clocks.

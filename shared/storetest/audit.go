@@ -20,6 +20,12 @@ func testAudit(t *testing.T, nb NewBackend) {
 			CorrelationID: fmt.Sprintf("corr-%d", i), Layer: "gateway", Method: "tools/call",
 			Server: "docs", Tool: "search", ParamsHash: "sha256:abc", Code: -32004, Word: "RATE_LIMITED",
 			Outcome: audit.OutcomeRefused, LatencyMs: 1.25, PolicyHash: audit.PolicyHashNone, Detail: "d",
+			Degraded: []string{"ratelimit", "quota"},
+			Findings: []audit.Finding{
+				{At: audit.AtArguments, Kind: "card", Rule: "card-luhn", Action: audit.ActionLogged},
+				{At: audit.AtResult, Kind: "email", Rule: "email", Action: audit.ActionRedacted},
+			},
+			FindingsCut: 2,
 		}
 	}
 	// Written out of order; one record is past retention (older than now-24h).

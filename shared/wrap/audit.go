@@ -115,6 +115,7 @@ type auditLog struct {
 	stop    chan struct{}
 	stopped chan struct{}
 	syncErr atomic.Pointer[error] // a background sync failed; the next commit syncs
+	key     audit.ParamsKey       // keys params_hash (audit_key.go)
 }
 
 // openAudit opens path for appending, creating it (mode 0600) when needed.
@@ -125,6 +126,10 @@ type auditLog struct {
 // found now too. A new file's directory entry is synced as well, so the
 // file itself survives a power cut.
 func openAudit(path string, syncEach bool) (*auditLog, error) {
+	key, _, err := loadParamsKey(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	st, statErr := os.Stat(path)
 	if statErr == nil && !st.Mode().IsRegular() {
 		return nil, notRegular(path, st.Mode())
@@ -150,7 +155,9 @@ func openAudit(path string, syncEach bool) (*auditLog, error) {
 		f.Close()
 		return nil, fmt.Errorf("cannot sync %s: %w", path, err)
 	}
-	return newAuditLog(f, syncEach), nil
+	a := newAuditLog(f, syncEach)
+	a.key = key
+	return a, nil
 }
 
 func notRegular(path string, m os.FileMode) error {

@@ -162,7 +162,7 @@ func TestAuditWriteFailureFailsClosed(t *testing.T) {
 	if err != nil {
 		t.Skip("no /dev/full")
 	}
-	r := newRig(t, newAuditLog(f, false), "")
+	r := newRig(t, testAuditLog(f, false), "")
 	r.send(t, callLine(1, "echo"))
 	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n"
 	r.send(t, ping)
@@ -186,7 +186,7 @@ func TestAuditSyncErrorIsNotPermanent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAuditLog(f, false)
+	a := testAuditLog(f, false)
 	failed := make(chan struct{})
 	var n atomic.Int32
 	a.sync = func(f *os.File) error {
@@ -231,7 +231,7 @@ func TestAuditSyncFailureRecordsTheRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAuditLog(f, true)
+	a := testAuditLog(f, true)
 	var n atomic.Int32
 	a.sync = func(f *os.File) error {
 		if n.Add(1) == 1 {
@@ -282,14 +282,24 @@ func TestSignalForwarded(t *testing.T) {
 
 // argsHash is the params_hash of a tools/call whose arguments member is
 // args ("" when it has none).
-func argsHash(args string) string { return audit.HashParams(json.RawMessage(args)) }
+func argsHash(args string) string { return testParamsKey.Hash(json.RawMessage(args)) }
+
+// testParamsKey is the params key of every wrap the tests run (TestMain
+// points EnvParamsKeyFile at it).
+var testParamsKey = func() audit.ParamsKey {
+	k, err := audit.NewParamsKey([]byte("wrap-tests-params-key-32-bytes!!"))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
 
 // lineHash is the params_hash of a call wrap could only read as the whole
 // line.
-func lineHash(line string) string { return audit.HashParams([]byte(line)) }
+func lineHash(line string) string { return testParamsKey.Hash([]byte(line)) }
 
 // TestParamsHashIsTheGateways: wrap hashes what the gateway hashes, the
-// arguments member through audit.HashParams, so the same call spelled
+// arguments member through ParamsKey.Hash, so the same call spelled
 // with other spacing, key order or id has the same params_hash, and other
 // arguments another.
 func TestParamsHashIsTheGateways(t *testing.T) {
@@ -299,10 +309,10 @@ func TestParamsHashIsTheGateways(t *testing.T) {
 		if len(calls) != 1 {
 			t.Fatalf("%s: %d calls", line, len(calls))
 		}
-		return calls[0].paramsHash()
+		return calls[0].paramsHash(testParamsKey)
 	}
 	base := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi","n":[1,2]}}}`
-	want := audit.HashParams(json.RawMessage(`{"message":"hi","n":[1,2]}`))
+	want := testParamsKey.Hash(json.RawMessage(`{"message":"hi","n":[1,2]}`))
 	for _, line := range []string{
 		base,
 		`{"params": {"arguments": { "n" : [1, 2], "message":"hi" }, "name":"echo"}, "method":"tools/call", "id":"other", "jsonrpc":"2.0"}`,
@@ -376,7 +386,7 @@ func TestCommitWritesOnlyValidRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAuditLog(f, true)
+	a := testAuditLog(f, true)
 	good := Record{Tool: "echo", ID: json.RawMessage(`1`), ParamsHash: argsHash(""), Outcome: "allowed", PolicyHash: emptyPolicy.Hash()}
 	bad := good
 	bad.PolicyHash = "sha256:" + bad.PolicyHash
@@ -393,4 +403,12 @@ func TestCommitWritesOnlyValidRecords(t *testing.T) {
 	if len(recs) != 1 || recs[0].Seq != 1 {
 		t.Fatalf("records %+v, want the one valid record, seq 1", recs)
 	}
+}
+
+// testAuditLog is newAuditLog with the tests' params key, as openAudit
+// would give it.
+func testAuditLog(f *os.File, syncEach bool) *auditLog {
+	a := newAuditLog(f, syncEach)
+	a.key = testParamsKey
+	return a
 }

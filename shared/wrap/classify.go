@@ -21,17 +21,17 @@ type call struct {
 	why string
 }
 
-// paramsHash is the call's params_hash: audit.HashParams of the arguments
-// member of params, the bytes the gateway hashes for the same tools/call,
-// so that the records of one call at both boundaries join. A call wrap
-// found only in the line as a whole has no arguments it could read: the
-// whole line is hashed instead (canonically when it is JSON, byte for byte
-// when not).
-func (c call) paramsHash() string {
+// paramsHash is the call's params_hash: k.Hash of the arguments member of
+// params, the bytes the gateway hashes for the same tools/call, so that
+// the records of one call at both boundaries join when both hold the same
+// params key. A call wrap found only in the line as a whole has no
+// arguments it could read: the whole line is hashed instead (canonically
+// when it is JSON, byte for byte when not).
+func (c call) paramsHash(k audit.ParamsKey) string {
 	if c.whole {
-		return audit.HashParams(c.params)
+		return k.Hash(c.params)
 	}
-	return audit.HashParams(jsonrpc.Member(c.params, "arguments"))
+	return k.Hash(jsonrpc.Member(c.params, "arguments"))
 }
 
 // framing classifies one client line (its '\n' included, if any) for a

@@ -35,6 +35,22 @@ func TestMain(m *testing.M) {
 	}
 	// Children built with -race sleep 1 s at exit by default; not ours.
 	os.Setenv("GORACE", strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	// Every wrap (and child) of the tests keys params_hash with
+	// testParamsKey, never with a key in the user's configuration directory.
+	if os.Getenv(EnvParamsKeyFile) == "" {
+		dir, err := os.MkdirTemp("", "aegis-wrap-test-key")
+		if err != nil {
+			panic(err)
+		}
+		path := dir + "/params.key"
+		if err := os.WriteFile(path, []byte(testParamsKey.FormatSecret()+"\n"), 0o600); err != nil {
+			panic(err)
+		}
+		os.Setenv(EnvParamsKeyFile, path)
+		code := m.Run()
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}
 	os.Exit(m.Run())
 }
 

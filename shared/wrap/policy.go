@@ -9,9 +9,10 @@ import (
 	"os"
 	"slices"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/refusal"
-	"go.yaml.in/yaml/v3"
 )
 
 // Policy is the set of rules wrap enforces on tools/call. It is built once
@@ -33,6 +34,9 @@ type Policy struct {
 	deny, approval, allow []*glob
 	hasAllow              bool
 	hash                  string
+	// set is a policy in the gateway's format (policyset.go), decided by
+	// shared/policy; nil for a glob policy.
+	set *setPolicy
 }
 
 // Decision is the verdict on one tools/call.
@@ -84,6 +88,11 @@ func LoadPolicy(path string) (*Policy, error) {
 // unknown key, a value that is not a list of strings, a bad glob, a
 // duplicated key, an empty document or a second document is an error that
 // names the field and its line.
+//
+// A document whose keys are those of the gateway's policy format (roles,
+// cedar_policies, policy_mode, manifest; docs/policy.md) is read as a
+// policy set instead (policyset.go) and decided by the gateway's Decider;
+// a document mixing both formats is an error.
 func ParsePolicy(src []byte) (*Policy, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var doc yaml.Node
@@ -106,6 +115,11 @@ func ParsePolicy(src []byte) (*Policy, error) {
 	}
 	if len(root.Content) == 0 {
 		return nil, errors.New("policy is empty: write at least one of deny, approval, allow")
+	}
+	if set, err := isSetFormat(root); err != nil {
+		return nil, err
+	} else if set {
+		return parseSet(src)
 	}
 	f := policyFile{Version: 1, Approval: []string{}, Deny: []string{}}
 	seen := map[string]bool{}
@@ -204,9 +218,18 @@ func (p *Policy) Hash() string { return p.hash }
 // widens what is allowed. A name holding a hidden character
 // (hiddenInName) is refused whatever the rules, as ambiguous: the gate
 // never asks about one (findCalls marks it), and no caller can.
-func (p *Policy) Decide(tool string) Decision {
+func (p *Policy) Decide(tool string) Decision { return p.DecideCall(tool, nil) }
+
+// DecideCall is Decide for a tools/call whose params member is params
+// (nil: none): a policy set (policyset.go) reads its arguments and its
+// declared step (_meta["aegis/step"]); a glob policy decides on the name
+// alone.
+func (p *Policy) DecideCall(tool string, params []byte) Decision {
 	if hasHidden(tool, hiddenInName) {
 		return Decision{Refused: true, Word: refusal.PolicyDenied, Rule: ruleAmbiguous}
+	}
+	if p.set != nil {
+		return p.set.decide(tool, params)
 	}
 	folded := foldName(tool)
 	for _, g := range p.deny {

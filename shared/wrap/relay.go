@@ -274,7 +274,7 @@ func (g *gate) decide(line []byte, down auditDown) effect {
 		case c.why != "":
 			d.Rule = c.why
 		case g.enforce:
-			d = g.policy.Decide(c.tool)
+			d = g.policy.DecideCall(c.tool, c.params)
 		}
 		changed := false
 		if down != auditUp && !d.Refused {
@@ -283,7 +283,7 @@ func (g *gate) decide(line []byte, down auditDown) effect {
 			e.down++
 		}
 		r := Record{
-			Tool: c.tool, ID: c.id, ParamsHash: c.paramsHash(),
+			Tool: c.tool, ID: c.id, ParamsHash: c.paramsHash(g.audit.paramsKey()),
 			Outcome: audit.OutcomeAllowed, Rule: d.Rule, PolicyHash: g.policy.Hash(),
 		}
 		if d.Refused {

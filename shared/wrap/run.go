@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -30,14 +31,17 @@ const (
 	ExitNotFound   = 127 // the command was not found
 )
 
-const usage = `usage: aegis wrap [--policy FILE] [--audit FILE [--audit-sync]] -- COMMAND [ARGS...]
+const usage = `usage: aegis wrap [--policy FILE [--roles LIST]] [--audit FILE [--audit-sync]] -- COMMAND [ARGS...]
 
 Runs COMMAND (a stdio MCP server) and relays its stdin and stdout; stderr
 passes through, signals are forwarded, and wrap exits with COMMAND's status.
 
   --policy FILE  YAML with deny:, approval: and optional allow: lists of
                  tool-name globs; a refused tools/call is answered with
-                 error -32042 and never reaches COMMAND
+                 error -32042 and never reaches COMMAND; or the
+                 gateway's policy format (roles:, cedar_policies:,
+                 policy_mode:, manifest:; server "local")
+  --roles LIST   comma-separated roles of the local caller (policy format)
   --audit FILE   append one JSON line per tools/call decision; the line is
                  in the file before the call is forwarded or refused
                  (survives any crash of wrap), and synced to disk
@@ -58,6 +62,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	policyPath := fs.String("policy", "", "YAML policy file")
+	rolesList := fs.String("roles", "", "comma-separated roles of the local caller (policy set format)")
 	auditPath := fs.String("audit", "", "audit file (JSON lines, appended)")
 	auditSync := fs.Bool("audit-sync", false, "fdatasync each record before acting on the decision")
 	if err := fs.Parse(args); err != nil {
@@ -79,7 +84,16 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "aegis wrap: policy %s: %v\n", *policyPath, err)
 			return ExitUsage
 		}
+		if *rolesList != "" {
+			if err := p.SetRoles(strings.Split(*rolesList, ",")); err != nil {
+				fmt.Fprintf(stderr, "aegis wrap: %v\n", err)
+				return ExitUsage
+			}
+		}
 		g.policy, g.enforce = p, true
+	} else if *rolesList != "" {
+		fmt.Fprint(stderr, "aegis wrap: --roles needs --policy\n"+usage)
+		return ExitUsage
 	}
 	if *auditPath != "" {
 		a, err := openAudit(*auditPath, *auditSync)

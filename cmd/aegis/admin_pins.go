@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+
+	"github.com/aegis-gw/aegis/shared/admin"
+)
+
+// cmdPins is `aegis admin pins`: list a tenant's rug-pull pins with what
+// changed since each was made, pin a tool's definition as its server lists
+// it now (or a given hash), or drop a pin.
+//
+//	aegis admin pins list  --tenant T [--server S]
+//	aegis admin pins diff  --tenant T --server S --tool X
+//	aegis admin pins pin   --tenant T --server S --tool X [--hash H] [--by WHO]
+//	aegis admin pins unpin --tenant T --server S --tool X
+func cmdPins(args []string) int {
+	if len(args) == 0 {
+		return usageErr("pins: want list, diff, pin or unpin")
+	}
+	sub := args[0]
+	c := newCLI("pins " + sub)
+	tenant := c.fs.String("tenant", "", "tenant (required)")
+	server := c.fs.String("server", "", "server (required for diff, pin and unpin)")
+	tool := c.fs.String("tool", "", "the tool's name as its server lists it (required for diff, pin and unpin)")
+	hash := c.fs.String("hash", "", "pin: this definition hash instead of the one listed now")
+	by := c.fs.String("by", os.Getenv("USER"), "who (recorded with the admin principal)")
+	if c.parse(args[1:]) != nil {
+		return 2
+	}
+	if *tenant == "" {
+		return usageErr("pins %s: --tenant is required", sub)
+	}
+	if sub != "list" && (*server == "" || *tool == "") {
+		return usageErr("pins %s: --server and --tool are required", sub)
+	}
+	base := "/admin/v1/tenants/" + esc(*tenant)
+	switch sub {
+	case "list", "diff":
+		path := base + "/pins"
+		if *server != "" {
+			path += "?" + url.Values{"server": {*server}}.Encode()
+		}
+		var out admin.PinList
+		raw, err := c.do(http.MethodGet, path, nil, &out)
+		if sub == "diff" {
+			return c.finish(raw, err, func(w io.Writer) { pinDiff(w, out, *server, *tool) })
+		}
+		return c.finish(raw, err, func(w io.Writer) {
+			fmt.Fprintln(w, "SERVER\tTOOL\tSTATE\tPINNED\tCURRENT\tBY\tAT")
+			for _, p := range out.Pins {
+				state := "ok"
+				switch {
+				case !p.Listed:
+					state = "not listed"
+				case p.Changed:
+					state = "CHANGED"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(p.Server), cell(p.Tool), state, cell(p.Hash), or(cell(p.Current), "-"), cell(p.By), ts(p.At))
+			}
+			for _, p := range out.Unpinned {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(p.Server), cell(p.Tool), "unpinned", "-", cell(p.Current), "-", "-")
+			}
+		})
+	case "pin", "unpin":
+		path := base + "/servers/" + esc(*server) + "/tools/" + esc(*tool) + "/pin"
+		method, body := http.MethodPost, any(admin.PinRequest{Hash: *hash, By: *by})
+		if sub == "unpin" {
+			method, body = http.MethodDelete, nil
+		}
+		var ans admin.PinAnswer
+		raw, err := c.do(method, path, body, &ans)
+		return c.finish(raw, err, func(w io.Writer) {
+			if sub == "unpin" {
+				fmt.Fprintf(w, "dropped the pin of %s on %s for tenant %s; the next listing pins it again\n", cell(*tool), cell(*server), cell(*tenant))
+				return
+			}
+			fmt.Fprintf(w, "pinned %s on %s for tenant %s at %s (by %s)\n", cell(ans.Pin.Tool), cell(ans.Pin.Server), cell(*tenant), cell(ans.Pin.Hash), cell(ans.Pin.By))
+		})
+	}
+	return usageErr("pins: unknown subcommand %q", sub)
+}
+
+// pinDiff prints the pinned and the current definition of one tool.
+func pinDiff(w io.Writer, out admin.PinList, server, tool string) {
+	for _, p := range append(out.Pins, out.Unpinned...) {
+		if p.Server != server || p.Tool != tool {
+			continue
+		}
+		fmt.Fprintf(w, "pinned  %s\n", or(cell(p.Hash), "(none)"))
+		fmt.Fprintf(w, "  %s\n", or(cell(string(p.Def)), "-"))
+		fmt.Fprintf(w, "current %s\n", or(cell(p.Current), "(not listed)"))
+		if p.Changed || p.Hash == "" {
+			fmt.Fprintf(w, "  %s\n", or(cell(string(p.CurrentDef)), "-"))
+		} else {
+			fmt.Fprintln(w, "  (unchanged)")
+		}
+		return
+	}
+	fmt.Fprintf(w, "%s on %s: no pin and not listed\n", cell(tool), cell(server))
+}

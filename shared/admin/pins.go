@@ -1,0 +1,167 @@
+package admin
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/registry"
+)
+
+// routePins adds the rug-pull pins' routes to m.
+func (h *Handler) routePins(m *http.ServeMux) {
+	m.HandleFunc("GET /admin/v1/tenants/{tenant}/pins", h.listPins)
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/tools/{tool}/pin", h.pin(true))
+	m.HandleFunc("DELETE /admin/v1/tenants/{tenant}/servers/{server}/tools/{tool}/pin", h.pin(false))
+}
+
+// PinView is one pin as GET .../pins answers it: the pin, and, when the
+// tenant's catalog is at hand and lists the tool, its definition now
+// (canonical form and hash) and whether it differs from the pin: the
+// review of a rug pull. Listed is false for a pinned tool its server no
+// longer lists.
+type PinView struct {
+	registry.Pin
+	Listed     bool            `json:"listed"`
+	Changed    bool            `json:"changed"`
+	CurrentDef json.RawMessage `json:"current_def,omitempty"`
+	Current    string          `json:"current,omitempty"`
+}
+
+// PinList is the answer of GET .../pins. Unpinned are the tools listed
+// now that have no pin yet (new tools, or a renamed one next to the pin
+// of its old name), with their current hash.
+type PinList struct {
+	Pins     []PinView `json:"pins"`
+	Unpinned []PinView `json:"unpinned"`
+}
+
+// PinRequest is the optional body of POST .../pin: Hash pins that hash
+// (without the catalog, or to approve a definition seen elsewhere);
+// without it the tool's definition as the catalog lists it now is pinned.
+type PinRequest struct {
+	Hash string `json:"hash,omitempty"`
+	By   string `json:"by,omitempty"`
+}
+
+// PinAnswer is the answer of POST and DELETE .../pin.
+type PinAnswer struct {
+	Pinned bool         `json:"pinned"`
+	Pin    registry.Pin `json:"pin"`
+}
+
+// current is the catalog's definitions of tenant's tools (of server only,
+// when not ""), by server and tool; nil without a catalog or when it
+// cannot be read.
+func (h *Handler) current(r *http.Request, tenant, server string) map[[2]string]json.RawMessage {
+	if h.o.Catalog == nil {
+		return nil
+	}
+	entries, _, err := h.o.Catalog.View(r.Context(), tenant, server)
+	if err != nil {
+		return nil
+	}
+	out := make(map[[2]string]json.RawMessage, len(entries))
+	for _, e := range entries {
+		out[[2]string{e.Server.Name, e.Tool.Name}] = e.Tool.Def
+	}
+	return out
+}
+
+func (h *Handler) listPins(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.tenant(w, r)
+	if !ok {
+		return
+	}
+	server := r.URL.Query().Get("server")
+	pins, err := h.b.Pins(r.Context(), t.ID, server)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	cur := h.current(r, t.ID, server)
+	out := PinList{Pins: []PinView{}, Unpinned: []PinView{}}
+	seen := map[[2]string]bool{}
+	for _, p := range pins {
+		v := PinView{Pin: p}
+		k := [2]string{p.Server, p.Tool}
+		seen[k] = true
+		if def, ok := cur[k]; ok {
+			v.Listed = true
+			if canon, hash, err := registry.CanonicalTool(def); err == nil {
+				v.Current, v.Changed = hash, hash != p.Hash
+				if v.Changed {
+					v.CurrentDef = canon
+				}
+			}
+		}
+		out.Pins = append(out.Pins, v)
+	}
+	for k, def := range cur {
+		if seen[k] {
+			continue
+		}
+		canon, hash, err := registry.CanonicalTool(def)
+		if err != nil {
+			continue
+		}
+		out.Unpinned = append(out.Unpinned, PinView{Pin: registry.Pin{Tenant: t.ID, Server: k[0], Tool: k[1]}, Listed: true, Current: hash, CurrentDef: canon})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// pin serves POST (on) and DELETE (!on) of
+// /tenants/{tenant}/servers/{server}/tools/{tool}/pin: pin the tool's
+// definition (as listed now, or the hash given), or drop its pin so that
+// the next listing pins it on first use.
+func (h *Handler) pin(on bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		t, ok := h.tenant(w, r)
+		if !ok {
+			return
+		}
+		server, tool := r.PathValue("server"), r.PathValue("tool")
+		var req PinRequest
+		if on {
+			if err := readJSON(w, r, &req); err != nil {
+				h.fail(w, r, err)
+				return
+			}
+		}
+		ri, now := info(r), h.o.Now()
+		by := ri.principal
+		if req.By != "" {
+			by = req.By + " via " + ri.principal
+		}
+		p := registry.Pin{Tenant: t.ID, Server: server, Tool: tool, Hash: req.Hash, By: by, At: now}
+		method := "pins.pin"
+		var err error
+		switch {
+		case !on:
+			method = "pins.unpin"
+			err = h.b.DeletePin(r.Context(), t.ID, server, tool)
+		case p.Hash == "":
+			def, listed := h.current(r, t.ID, server)[[2]string{server, tool}]
+			if !listed {
+				h.fail(w, r, badField("hash", "the tool is not listed by its server now; give the hash to pin"))
+				return
+			}
+			if p.Def, p.Hash, err = registry.CanonicalTool(def); err != nil {
+				h.fail(w, r, badField("hash", "the listed definition is not a JSON object; give the hash to pin"))
+				return
+			}
+			fallthrough
+		default:
+			err = h.b.PutPin(r.Context(), p)
+		}
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		h.record(r.Context(), audit.Record{Time: now, Tenant: t.ID, Caller: by, CorrelationID: ri.corr, Layer: string(refusal.LayerGateway),
+			Method: method, Server: server, Tool: tool, Outcome: audit.OutcomeAllowed, PolicyHash: audit.PolicyHashNone,
+			Detail: "by=" + quote(by) + " hash=" + quote(p.Hash)})
+		writeJSON(w, http.StatusOK, PinAnswer{Pinned: on, Pin: p})
+	}
+}

@@ -1,0 +1,501 @@
+// Package content is the pipeline's content slot and its response-side
+// results slot: what is called and what comes back, checked with the one
+// scanner (shared/scan) and the tool's inputSchema (shared/schema).
+//
+// Request side (slot "content", before approval, so that nobody is asked
+// to approve a call that would be blocked), in this order:
+//
+//  1. Tool poisoning: the called tool's definition, as its server listed
+//     it, is checked by route.Inspector (the threat detectors over every
+//     string of it; a verdict per definition). Under THREAT_MODE=block a
+//     poisoned tool is refused with -32051 TOOL_POISONING (data: server,
+//     tool, rule, rules); monitor records and logs. The same verdict
+//     hides the tool from tools/list under block (Check.Visible).
+//     Rug pulls, with Options.Pins: each tool is pinned per tenant and
+//     server by its canonical hash (registry.CanonicalTool) the first
+//     time it is listed or called (trust on first use); a definition
+//     that differs from its pin is refused with -32051 (data: server,
+//     tool, rule "definition-changed", pinned, new) and left out of
+//     tools/list under block until an operator pins it again; monitor
+//     lists, lets it on, records and logs.
+//  2. INPUT_VALIDATION: block refuses arguments that fail the tool's
+//     inputSchema with -32602 (shared/schema); monitor logs; off skips.
+//  3. EGRESS_ACTION: the arguments are scanned. Under block, a credential,
+//     a card number or an SSN refuses the call with -32053 EGRESS_BLOCKED
+//     (data.kinds); emails, phone numbers, IBANs and dates of birth are
+//     recorded and never block. monitor records and logs; off skips.
+//  4. THREAT_MODE over the arguments, found in the same pass as 3: a
+//     prompt injection, hidden text, an exfiltration directive or tool
+//     shadowing refuses the call with -32050 PROMPT_INJECTION (data: at,
+//     rules) under block; monitor records, logs at WARN and lets it on.
+//
+// Response side (slot "results", after the brokered credential was removed
+// and before the answer and its audit record are written), over the whole
+// answer (a result, or the upstream's own JSON-RPC error that is passed
+// through), scanned once for both:
+//
+// THREAT_MODE first: a threat withholds the answer with -32050 under
+// block; monitor records, logs at WARN and goes on. Then PII_ACTION:
+//
+//   - redact (the default): every finding is masked in place with a marker
+//     naming its kind ("[masked:card]"); the JSON stays valid;
+//   - monitor: recorded and logged, forwarded as it is;
+//   - block: a credential, a card number or an SSN withholds the answer
+//     with -32052 SENSITIVE_DATA (data.kinds); the other kinds are masked
+//     as under redact.
+//
+// THREAT_MODE=monitor turns -32052 and -32053 into findings that are
+// logged, not returned (seed 004): egress then lets the call on, and block
+// masks what it would have refused, as redact does.
+//
+// Every finding is recorded on the call (pipeline.Call.Found, the audit
+// record's findings): where ("arguments", "result", or AtTool for the
+// called tool's definition), kind, rule id and action, never the value.
+// Each setting is the deployment's (environment) unless the tenant
+// overrides it (registry.Tenant.Content).
+package content
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/route"
+	"github.com/aegis-gw/aegis/shared/scan"
+	"github.com/aegis-gw/aegis/shared/schema"
+)
+
+// The values of the actions, as registry lists them.
+const (
+	block   = "block"
+	monitor = "monitor"
+	off     = "off"
+	redact  = "redact"
+)
+
+// AtTool is the audit finding's At for a finding in the called tool's
+// definition (beside audit.AtArguments and audit.AtResult).
+const AtTool = "tool"
+
+// Options configure New.
+type Options struct {
+	// Defaults are the deployment's settings (config.Settings.Content);
+	// an unset one is the seed's default.
+	Defaults registry.ContentActions
+	// Scanner scans arguments and answers; nil: every kind
+	// (scan.AllKinds), so that PII and threats are found in one pass. A
+	// Scanner without the threat kinds finds no threat.
+	Scanner   *scan.Scanner
+	Inspector *route.Inspector // tool definitions; nil: route.NewInspector(nil)
+	// Pins are the rug-pull pins (registry.PinStore); nil: definitions
+	// are not pinned, and a changed definition is only judged again by
+	// the poisoning check. PinRefresh is how long pins read from it are
+	// trusted (0: DefaultPinRefresh); Now stamps new pins (nil:
+	// time.Now).
+	Pins       registry.PinStore
+	PinRefresh time.Duration
+	Now        func() time.Time
+	Schemas    *schema.Cache // nil: a new schema.NewCache with its defaults
+	Logger     *slog.Logger  // nil: slog.Default()
+}
+
+func (o *Options) fill() error {
+	if err := o.Defaults.Validate(); err != nil {
+		return fmt.Errorf("content: %w", err)
+	}
+	// An unset default is the seed's, the first of its list.
+	d := &o.Defaults
+	for _, f := range []struct {
+		v    *string
+		list []string
+	}{{&d.PII, registry.PIIActions}, {&d.Egress, registry.EgressActions}, {&d.Input, registry.InputValidations}, {&d.Threat, registry.ThreatModes}} {
+		if *f.v == "" {
+			*f.v = f.list[0]
+		}
+	}
+	if o.Scanner == nil {
+		o.Scanner = scan.New(&scan.Options{Kinds: scan.AllKinds()})
+	}
+	if o.Inspector == nil {
+		o.Inspector = route.NewInspector(nil)
+	}
+	if o.PinRefresh <= 0 {
+		o.PinRefresh = DefaultPinRefresh
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Schemas == nil {
+		o.Schemas = schema.NewCache(schema.DefaultMaxEntries, schema.DefaultMaxBytes)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// actions returns the actions in force for t: its overrides over the
+// defaults.
+func actions(d registry.ContentActions, t registry.Tenant) registry.ContentActions {
+	o := t.Content
+	if o.PII != "" {
+		d.PII = o.PII
+	}
+	if o.Egress != "" {
+		d.Egress = o.Egress
+	}
+	if o.Input != "" {
+		d.Input = o.Input
+	}
+	if o.Threat != "" {
+		d.Threat = o.Threat
+	}
+	return d
+}
+
+// Check is the request side's content check. It is safe for concurrent use.
+type Check struct {
+	o       Options
+	enforce *schema.Check // INPUT_VALIDATION=block
+	watch   *schema.Check // INPUT_VALIDATION=monitor
+	pins    *pins         // nil: no pinning
+}
+
+// New returns the two sides, sharing o: the request side's check and the
+// response side's results check. Neither needs a store, so neither fails
+// to decide; an error either returns is internal, and its stage fails
+// closed. New fails only for defaults that are not the settings' values.
+func New(o Options) (*Check, *Results, error) {
+	if err := o.fill(); err != nil {
+		return nil, nil, err
+	}
+	so := &schema.Options{Logger: o.Logger, Cache: o.Schemas}
+	k := &Check{o: o, enforce: schema.New(schema.Block, so), watch: schema.New(schema.Monitor, so)}
+	if o.Pins != nil {
+		k.pins = &pins{store: o.Pins, refresh: o.PinRefresh, now: o.Now, servers: map[serverKey]*serverPins{}, reported: map[reportKey]bool{}}
+	}
+	return k, &Results{o: o}, nil
+}
+
+// Check implements pipeline.Check.
+func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
+	a := actions(k.o.Defaults, c.Tenant)
+	if err := k.tool(ctx, c, a); err != nil {
+		return err
+	}
+	switch a.Input {
+	case block:
+		if err := k.enforce.Check(ctx, c); err != nil {
+			return err
+		}
+	case monitor:
+		if err := k.watch.Check(ctx, c); err != nil {
+			return err
+		}
+	}
+	args := jsonrpc.Member(c.Params, "arguments")
+	if len(args) == 0 {
+		return nil
+	}
+	var buf [8]scan.Finding
+	found, err := k.o.Scanner.Scan(args, buf[:0])
+	if err != nil {
+		// The decoder and the params stage read these bytes already.
+		return fmt.Errorf("content: arguments unreadable: %w", err)
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	refuse := a.Egress == block && a.Threat == block
+	var kinds, rules []string
+	for _, f := range found {
+		switch {
+		case f.Kind.Threat():
+			rules = addKind(rules, f.Rule)
+		case a.Egress == off:
+			continue
+		case refuse && f.Kind.Sensitive():
+			kinds = addKind(kinds, f.Kind.String())
+		}
+	}
+	// What the call's outcome is decides each finding's action: egress
+	// answers first (-32053), then the threats (-32050).
+	stop := kinds != nil || rules != nil && a.Threat == block
+	for _, f := range found {
+		act := audit.ActionLogged
+		switch {
+		case f.Kind.Threat():
+			if stop {
+				act = audit.ActionBlocked
+			}
+		case a.Egress == off:
+			continue
+		case refuse && f.Kind.Sensitive():
+			act = audit.ActionBlocked
+		}
+		c.Found(audit.Finding{At: audit.AtArguments, Kind: f.Kind.String(), Rule: f.Rule, Action: act})
+	}
+	if kinds != nil {
+		k.o.Logger.WarnContext(ctx, "sensitive data in arguments; call refused (EGRESS_ACTION=block)", k.attrs(c, kinds)...)
+		return refusal.Egress(kinds)
+	}
+	if a.Egress != off {
+		if sensitive := sensitiveKinds(found); sensitive != nil {
+			k.o.Logger.WarnContext(ctx, "sensitive data in arguments; call let through (monitor)", k.attrs(c, sensitive)...)
+		}
+	}
+	if rules == nil {
+		return nil
+	}
+	if a.Threat == block {
+		k.o.Logger.WarnContext(ctx, "prompt injection in arguments; call refused (THREAT_MODE=block)", k.o.threatAttrs(c, rules)...)
+		return refusal.Injection(audit.AtArguments, rules)
+	}
+	k.o.Logger.WarnContext(ctx, "prompt injection in arguments; call let through (THREAT_MODE=monitor)", k.o.threatAttrs(c, rules)...)
+	return nil
+}
+
+// tool checks the called tool's definition (c.ToolDef, set by routing):
+// -32051 under THREAT_MODE=block for a poisoned one; monitor records and
+// logs it.
+func (k *Check) tool(ctx context.Context, c *pipeline.Call, a registry.ContentActions) error {
+	if len(c.ToolDef) == 0 {
+		return nil
+	}
+	v := k.o.Inspector.Inspect(c.ToolDef)
+	server := ""
+	if c.Server != nil {
+		server = c.Server.Name
+	}
+	act := audit.ActionLogged
+	if a.Threat == block {
+		act = audit.ActionBlocked
+	}
+	pinned, changed, err := k.pins.check(ctx, c.Tenant.ID, server, c.UpstreamTool, v)
+	if err != nil {
+		return fmt.Errorf("content: pins unreadable: %w", err)
+	}
+	if changed {
+		c.Found(audit.Finding{At: AtTool, Kind: KindRugPull, Rule: RuleChangedSpec, Action: act})
+		attrs := []any{"tenant", c.Tenant.ID, "server", server, "tool", c.UpstreamTool, "pinned", pinned, "new", v.PinHash}
+		if a.Threat == block {
+			k.o.Logger.WarnContext(ctx, "tool definition changed since it was pinned; call refused (THREAT_MODE=block)", attrs...)
+			return refusal.RugPull(server, c.UpstreamTool, pinned, v.PinHash)
+		}
+		k.o.Logger.WarnContext(ctx, "tool definition changed since it was pinned; call let through (THREAT_MODE=monitor)", attrs...)
+	}
+	if !v.Poisoned() {
+		return nil
+	}
+	for _, f := range v.Findings {
+		c.Found(audit.Finding{At: AtTool, Kind: f.Kind.String(), Rule: f.Rule, Action: act})
+	}
+	if a.Threat == block {
+		k.o.Logger.WarnContext(ctx, "poisoned tool definition; call refused (THREAT_MODE=block)", k.o.poisonAttrs(c.Tenant.ID, server, c.UpstreamTool, v)...)
+		return refusal.Poisoned(server, c.UpstreamTool, v.Rules)
+	}
+	k.o.Logger.WarnContext(ctx, "poisoned tool definition; call let through (THREAT_MODE=monitor)", k.o.poisonAttrs(c.Tenant.ID, server, c.UpstreamTool, v)...)
+	return nil
+}
+
+// Visible implements pipeline.Filter: under THREAT_MODE=block a tool whose
+// definition (c.ToolDef, as its server lists it) is poisoned is left out
+// of tools/list; under monitor it is listed. Either way it is logged the
+// first time this process meets that definition.
+func (k *Check) Visible(ctx context.Context, c *pipeline.Call, server *registry.Server, tool string) bool {
+	if len(c.ToolDef) == 0 {
+		return true
+	}
+	v := k.o.Inspector.Inspect(c.ToolDef)
+	mode := actions(k.o.Defaults, c.Tenant).Threat
+	name := ""
+	if server != nil {
+		name = server.Name
+	}
+	pinned, changed, err := k.pins.check(ctx, c.Tenant.ID, name, tool, v)
+	switch {
+	case err != nil:
+		k.o.Logger.WarnContext(ctx, "pins unreadable; tool judged changed", "tenant", c.Tenant.ID, "server", name, "tool", tool, "err", err)
+		if mode == block {
+			return false
+		}
+	case changed:
+		if k.pins.firstReport(c.Tenant.ID, name, tool, v.PinHash) {
+			msg := "tool definition changed since it was pinned; listed (THREAT_MODE=monitor)"
+			if mode == block {
+				msg = "tool definition changed since it was pinned; left out of tools/list until it is pinned again (THREAT_MODE=block)"
+			}
+			k.o.Logger.WarnContext(ctx, msg, "tenant", c.Tenant.ID, "server", name, "tool", tool, "pinned", pinned, "new", v.PinHash)
+		}
+		if mode == block {
+			return false
+		}
+	}
+	if !v.Poisoned() {
+		return true
+	}
+	if v.FirstReport() {
+		msg := "poisoned tool definition; listed (THREAT_MODE=monitor)"
+		if mode == block {
+			msg = "poisoned tool definition; left out of tools/list (THREAT_MODE=block)"
+		}
+		k.o.Logger.WarnContext(ctx, msg, k.o.poisonAttrs(c.Tenant.ID, name, tool, v)...)
+	}
+	return mode != block
+}
+
+// Results is the response side's THREAT_MODE and PII_ACTION check. It is
+// safe for concurrent use.
+type Results struct {
+	o Options
+}
+
+// CheckResult implements pipeline.ResultCheck: it may rewrite resp (the
+// masked answer) or refuse it.
+func (k *Results) CheckResult(ctx context.Context, c *pipeline.Call, resp *jsonrpc.Response) error {
+	a := actions(k.o.Defaults, c.Tenant)
+	doc := &resp.Result
+	if resp.Error != nil {
+		doc = &resp.Error
+	}
+	if len(*doc) == 0 {
+		return nil
+	}
+	// One pass for both checks; the answer is read again only to mask.
+	var buf [8]scan.Finding
+	found, err := k.o.Scanner.Scan(*doc, buf[:0])
+	if err != nil {
+		return fmt.Errorf("content: answer unreadable: %w", err)
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	var rules []string
+	pii := 0
+	for _, f := range found {
+		if f.Kind.Threat() {
+			rules = addKind(rules, f.Rule)
+		} else {
+			pii++
+		}
+	}
+	if rules != nil {
+		act := audit.ActionLogged
+		if a.Threat == block {
+			act = audit.ActionBlocked
+		}
+		for _, f := range found {
+			if f.Kind.Threat() {
+				c.Found(audit.Finding{At: audit.AtResult, Kind: f.Kind.String(), Rule: f.Rule, Action: act})
+			}
+		}
+		if a.Threat == block {
+			k.o.Logger.WarnContext(ctx, "prompt injection in answer; answer withheld (THREAT_MODE=block)", k.o.threatAttrs(c, rules)...)
+			return refusal.Injection(audit.AtResult, rules)
+		}
+		k.o.Logger.WarnContext(ctx, "prompt injection in answer; forwarded (THREAT_MODE=monitor)", k.o.threatAttrs(c, rules)...)
+	}
+	if pii == 0 {
+		return nil
+	}
+	switch {
+	case a.PII == monitor:
+		for _, f := range found {
+			if !f.Kind.Threat() {
+				c.Found(audit.Finding{At: audit.AtResult, Kind: f.Kind.String(), Rule: f.Rule, Action: audit.ActionLogged})
+			}
+		}
+		if sensitive := sensitiveKinds(found); sensitive != nil {
+			k.o.Logger.WarnContext(ctx, "sensitive data in answer; forwarded (PII_ACTION=monitor)", k.o.attrs(c, sensitive)...)
+		}
+		return nil
+	case a.PII == block && a.Threat == block:
+		if kinds := sensitiveKinds(found); kinds != nil {
+			for _, f := range found {
+				act := audit.ActionLogged
+				if f.Kind.Sensitive() {
+					act = audit.ActionBlocked
+				}
+				c.Found(audit.Finding{At: audit.AtResult, Kind: f.Kind.String(), Rule: f.Rule, Action: act})
+			}
+			k.o.Logger.WarnContext(ctx, "sensitive data in answer; answer withheld (PII_ACTION=block)", k.o.attrs(c, kinds)...)
+			return refusal.Sensitive(kinds)
+		}
+	}
+	// redact; and block for what does not block.
+	out, masked, err := k.o.Scanner.Redact(*doc, personal)
+	if err != nil {
+		return fmt.Errorf("content: answer unreadable: %w", err)
+	}
+	for _, f := range masked {
+		if !f.Kind.Threat() {
+			c.Found(audit.Finding{At: audit.AtResult, Kind: f.Kind.String(), Rule: f.Rule, Action: audit.ActionRedacted})
+		}
+	}
+	*doc = out
+	return nil
+}
+
+// personal selects the kinds PII_ACTION masks: all but the threats.
+func personal(k scan.Kind) bool { return !k.Threat() }
+
+// addKind appends kind to kinds once.
+func addKind(kinds []string, kind string) []string {
+	for _, k := range kinds {
+		if k == kind {
+			return kinds
+		}
+	}
+	return append(kinds, kind)
+}
+
+// sensitiveKinds lists the blocking kinds among found, or nil.
+func sensitiveKinds(found []scan.Finding) []string {
+	var kinds []string
+	for _, f := range found {
+		if f.Kind.Sensitive() {
+			kinds = addKind(kinds, f.Kind.String())
+		}
+	}
+	return kinds
+}
+
+func (k *Check) attrs(c *pipeline.Call, kinds []string) []any { return k.o.attrs(c, kinds) }
+
+func (o *Options) threatAttrs(c *pipeline.Call, rules []string) []any {
+	a := []any{"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "rules", rules}
+	if c.Server != nil {
+		a = append(a, "server", c.Server.Name, "tool", c.UpstreamTool)
+	}
+	return a
+}
+
+// poisonAttrs names a poisoned definition in a log line: where its
+// findings are in it (pointers into the definition), never the text.
+func (o *Options) poisonAttrs(tenant, server, tool string, v *route.Verdict) []any {
+	at := make([]string, 0, len(v.Findings))
+	for _, f := range v.Findings {
+		at = append(at, f.Path)
+	}
+	return []any{"tenant", tenant, "server", server, "tool", tool, "rules", v.Rules, "at", at, "definition_sha256", v.Hash}
+}
+
+func (o *Options) attrs(c *pipeline.Call, kinds []string) []any {
+	a := []any{"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "kinds", kinds}
+	if c.Server != nil {
+		a = append(a, "server", c.Server.Name, "tool", c.UpstreamTool)
+	}
+	return a
+}
+
+var (
+	_ pipeline.Check       = (*Check)(nil)
+	_ pipeline.Filter      = (*Check)(nil)
+	_ pipeline.ResultCheck = (*Results)(nil)
+)

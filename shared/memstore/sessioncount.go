@@ -1,0 +1,33 @@
+package memstore
+
+import (
+	"context"
+
+	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/store"
+)
+
+// stepBytes is what one recorded step adds to a session's size.
+const stepBytes = 8
+
+// Count implements session.Counter under the store's lock
+// (session.Counted). The record's Steps slice is replaced, never grown in
+// place, so a record a Touch handed out earlier is not changed.
+func (s *Store) Count(_ context.Context, tenant, id string, u session.Use) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &s.sessions
+	e, ok := t.m[sessionKey(tenant, id)]
+	if !ok {
+		return store.ErrNotFound
+	}
+	before := len(e.rec.Steps)
+	e.rec = session.Counted(e.rec, u)
+	if added := len(e.rec.Steps) - before; added > 0 {
+		e.size += added * stepBytes
+		t.bytes += added * stepBytes
+	}
+	return nil
+}
+
+var _ session.Counter = (*Store)(nil)

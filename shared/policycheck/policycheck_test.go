@@ -1,0 +1,268 @@
+package policycheck_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aegis-gw/aegis/internal/testclock"
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/policy"
+	"github.com/aegis-gw/aegis/shared/policycheck"
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/store"
+)
+
+// fakeStore is the tenants' sets, the keys and the counters in memory; Down
+// makes every policy read fail, and reads counts them.
+type fakeStore struct {
+	mu     sync.Mutex
+	sets   map[string]string
+	keys   map[string]registry.Key
+	down   bool
+	reads  int
+	counts []session.Use
+}
+
+func (f *fakeStore) Policy(_ context.Context, tenant string) (registry.Policy, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	if f.down {
+		return registry.Policy{}, store.ErrUnavailable
+	}
+	src, ok := f.sets[tenant]
+	if !ok {
+		return registry.Policy{}, store.ErrNotFound
+	}
+	return registry.Policy{Tenant: tenant, Source: src}, nil
+}
+
+func (f *fakeStore) Key(_ context.Context, id string) (registry.Key, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k, ok := f.keys[id]
+	if !ok {
+		return registry.Key{}, store.ErrNotFound
+	}
+	return k, nil
+}
+
+func (f *fakeStore) Count(_ context.Context, _, _ string, u session.Use) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.counts = append(f.counts, u)
+	return nil
+}
+
+func (f *fakeStore) set(fn func(*fakeStore)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+const echoOnly = "cedar_policies: |\n  permit (principal, action, resource) when { resource.name == \"echo\" };\n"
+
+func newCall(tenant, tool string) *pipeline.Call {
+	return &pipeline.Call{
+		Tenant: registry.Tenant{ID: tenant}, Caller: "agent", KeyID: "k1", Method: "tools/call",
+		Params: []byte(`{"name":"` + tool + `","arguments":{}}`), SessionID: "s1", Inline: true,
+		Server: &registry.Server{Tenant: tenant, Name: "mock"}, Tool: tool, UpstreamTool: tool,
+	}
+}
+
+func wordOf(err error) refusal.Word {
+	var r *refusal.Refusal
+	if errors.As(err, &r) {
+		return r.Word
+	}
+	return ""
+}
+
+// TestLoadStates: never loaded and unreadable is DenyAll and recovers at
+// the next call; loaded then unreadable keeps the last known set; no set
+// is the empty one; a change is read after the refresh period.
+func TestLoadStates(t *testing.T) {
+	clk := testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	fs := &fakeStore{sets: map[string]string{"acme": echoOnly}, keys: map[string]registry.Key{"k1": {ID: "k1", Tenant: "acme"}}, down: true}
+	k := policycheck.New(fs, fs, fs, &policycheck.Options{Refresh: 5 * time.Second, Now: clk.Now})
+	ctx := context.Background()
+	type step struct {
+		name    string
+		do      func()
+		tool    string
+		word    refusal.Word
+		rule    string
+		hashSet string // the set whose hash the call carries; "-": none
+	}
+	for _, s := range []step{
+		{"cold start, store down", nil, "echo", refusal.PolicyDenied, policy.RuleNotLoaded, "-"},
+		{"still down: tried again", nil, "echo", refusal.PolicyDenied, policy.RuleNotLoaded, "-"},
+		{"store back", func() { fs.set(func(f *fakeStore) { f.down = false }) }, "echo", "", "cedar:policy0", echoOnly},
+		{"rule denial", nil, "transfer", refusal.PolicyDenied, policy.RuleNoPermit, echoOnly},
+		{"down again, past refresh: last known", func() { fs.set(func(f *fakeStore) { f.down = true }); clk.Advance(10 * time.Second) }, "transfer", refusal.PolicyDenied, policy.RuleNoPermit, echoOnly},
+		{"changed, within refresh: old set", func() {
+			fs.set(func(f *fakeStore) { f.down, f.sets["acme"] = false, "policy_mode: audit\n"+echoOnly })
+		}, "transfer", refusal.PolicyDenied, policy.RuleNoPermit, echoOnly},
+		{"past refresh: new set, audit mode", func() { clk.Advance(10 * time.Second) }, "transfer", "", policy.RuleNoPermit, "policy_mode: audit\n" + echoOnly},
+		{"set removed: empty set", func() { fs.set(func(f *fakeStore) { delete(f.sets, "acme") }); clk.Advance(10 * time.Second) }, "transfer", "", "", ""},
+	} {
+		if s.do != nil {
+			s.do()
+		}
+		c := newCall("acme", s.tool)
+		err := k.Check(ctx, c)
+		if wordOf(err) != s.word || c.PolicyRule != s.rule {
+			t.Fatalf("%s: err %v rule %q; want %q by %q", s.name, err, c.PolicyRule, s.word, s.rule)
+		}
+		want := ""
+		switch s.hashSet {
+		case "-":
+		case "":
+			want = audit.PolicyHashNone
+		default:
+			set, _ := policy.ParseSet([]byte(s.hashSet))
+			want, _ = policy.Hash(set)
+		}
+		if c.PolicyHash != want {
+			t.Errorf("%s: policy hash %q, want %q", s.name, c.PolicyHash, want)
+		}
+	}
+}
+
+// TestCountsOnlyForwarded: the counters move for a call finished with any
+// outcome but refused.
+func TestCountsOnlyForwarded(t *testing.T) {
+	for _, tc := range []struct {
+		outcome audit.Outcome
+		counted bool
+	}{
+		{audit.OutcomeAllowed, true}, {audit.OutcomeError, true}, {audit.OutcomeIndeterminate, true}, {audit.OutcomeRefused, false},
+	} {
+		t.Run(string(tc.outcome), func(t *testing.T) {
+			fs := &fakeStore{sets: map[string]string{}, keys: map[string]registry.Key{}}
+			k := policycheck.New(fs, fs, fs, nil)
+			c := newCall("acme", "echo")
+			c.Params = []byte(`{"name":"echo","arguments":{},"_meta":{"aegis/step":4}}`)
+			if err := k.Check(context.Background(), c); err != nil {
+				t.Fatal(err)
+			}
+			c.Finish(tc.outcome)
+			if got := len(fs.counts) == 1; got != tc.counted {
+				t.Fatalf("counted %v, want %v", fs.counts, tc.counted)
+			}
+			if tc.counted && (!fs.counts[0].ToolCall || !fs.counts[0].Declared || fs.counts[0].Step != 4) {
+				t.Errorf("use %+v", fs.counts[0])
+			}
+		})
+	}
+}
+
+func TestBadStep(t *testing.T) {
+	fs := &fakeStore{sets: map[string]string{}, keys: map[string]registry.Key{}}
+	k := policycheck.New(fs, fs, fs, nil)
+	c := newCall("acme", "echo")
+	c.Params = []byte(`{"name":"echo","_meta":{"aegis/step":"3"}}`)
+	var r *refusal.Refusal
+	if err := k.Check(context.Background(), c); !errors.As(err, &r) || r.Code != refusal.CodeInvalidParams {
+		t.Fatalf("err %v, want -32602", err)
+	}
+}
+
+// TestBoundedCache: past MaxTenants the least recently used tenant is
+// dropped and read again on its next call.
+func TestBoundedCache(t *testing.T) {
+	clk := testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	fs := &fakeStore{sets: map[string]string{}, keys: map[string]registry.Key{}}
+	k := policycheck.New(fs, fs, fs, &policycheck.Options{MaxTenants: 2, Refresh: time.Hour, Now: clk.Now})
+	ctx := context.Background()
+	for _, tn := range []string{"a", "b", "a", "c", "a", "b"} {
+		clk.Advance(time.Second)
+		k.Load(ctx, tn)
+	}
+	// a b (2 reads), a cached, c evicts b (3), a cached, b evicts c (4).
+	if fs.reads != 4 {
+		t.Fatalf("reads = %d, want 4", fs.reads)
+	}
+}
+
+// TestConcurrentLoads: many calls of many tenants at once, while the set
+// changes and the store comes and goes (run with -race).
+func TestConcurrentLoads(t *testing.T) {
+	clk := testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	fs := &fakeStore{sets: map[string]string{"t0": echoOnly, "t1": echoOnly}, keys: map[string]registry.Key{}}
+	k := policycheck.New(fs, fs, fs, &policycheck.Options{MaxTenants: 3, Refresh: time.Second, Now: clk.Now})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 20 {
+				c := newCall(fmt.Sprintf("t%d", (i+j)%4), "echo")
+				_ = k.Check(context.Background(), c)
+				if j%5 == 0 {
+					clk.Advance(time.Second)
+					fs.set(func(f *fakeStore) { f.down = !f.down })
+				}
+				c.Finish(audit.OutcomeAllowed)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// failing is a check that cannot decide.
+type failing struct{}
+
+func (failing) Check(context.Context, *pipeline.Call) error { return errors.New("store down") }
+
+// TestNotCountedWhenALaterStageFails: a later stage that cannot decide
+// (failing closed, -32603) leaves the call unsent; the gateway finishes
+// it as an error, and the policy counts nothing for it.
+func TestNotCountedWhenALaterStageFails(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		later   pipeline.Check
+		counted bool
+	}{
+		{"later stage fails closed", failing{}, false},
+		{"no later stage", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := &fakeStore{sets: map[string]string{}, keys: map[string]registry.Key{}}
+			k := policycheck.New(fs, fs, fs, nil)
+			var stages []pipeline.Stage
+			for _, sl := range append(pipeline.Order[:], pipeline.ResultOrder[:]...) {
+				st := pipeline.Stage{Slot: sl, Scope: pipeline.Every, Mode: pipeline.FailClosed}
+				switch sl {
+				case pipeline.Policy:
+					st.Check = k
+				case pipeline.Approval:
+					st.Check = tc.later
+				}
+				stages = append(stages, st)
+			}
+			p, err := pipeline.New(stages, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := newCall("acme", "echo")
+			err = p.Run(context.Background(), c)
+			if (err != nil) == tc.counted {
+				t.Fatalf("Run = %v", err)
+			}
+			o := audit.OutcomeAllowed
+			if err != nil {
+				o = audit.OutcomeError // as the gateway finishes a -32603
+			}
+			c.Finish(o)
+			if got := len(fs.counts) == 1; got != tc.counted {
+				t.Fatalf("counted %v, want %v", fs.counts, tc.counted)
+			}
+		})
+	}
+}

@@ -1,0 +1,135 @@
+package wrap
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aegis-gw/aegis/shared/policy"
+	"github.com/aegis-gw/aegis/shared/refusal"
+)
+
+func toolCall(id int, tool, extra string) string {
+	return `{"jsonrpc":"2.0","id":` + string(rune('0'+id)) + `,"method":"tools/call","params":{"name":"` + tool + `","arguments":{}` + extra + `}}`
+}
+
+// TestPolicySetThroughTheGate: a --policy file in the gateway's format is
+// decided by shared/policy, and each refusal is wrap's -32042 frame with
+// the gateway's word.
+func TestPolicySetThroughTheGate(t *testing.T) {
+	type step struct {
+		tool, extra string
+		word        refusal.Word // "" relayed
+		rule        string
+	}
+	for _, tc := range []struct {
+		name, src string
+		roles     []string
+		steps     []step
+	}{
+		{"cedar permit echo", "cedar_policies: |\n  @id(\"echo\")\n  permit (principal, action, resource == Tool::\"local/echo\");\n", nil, []step{
+			{"echo", "", "", "cedar:echo"}, {"transfer", "", refusal.PolicyDenied, policy.RuleNoPermit},
+		}},
+		{"roles", `roles: {ops: {allow: ["local/*"], approve: ["local/transfer"], deny: ["local/rm"]}}`, []string{"ops"}, []step{
+			{"echo", "", "", "role:ops allow local/*"}, {"transfer", "", refusal.PendingApproval, "role:ops approve local/transfer"},
+			{"rm", "", refusal.PolicyDenied, "role:ops deny local/rm"},
+		}},
+		{"no role", `roles: {ops: {allow: ["local/*"]}}`, nil, []step{
+			{"echo", "", refusal.PolicyDenied, policy.RuleNoRole},
+		}},
+		{"manifest tool_calls", "manifest: {max_tool_calls: 1}", nil, []step{
+			{"echo", "", "", ""}, {"echo", "", refusal.CapabilityDenied, "manifest:tool_calls"},
+		}},
+		{"manifest steps", "manifest: {max_steps: 1}", nil, []step{
+			{"echo", `,"_meta":{"aegis/step":0}`, "", ""}, {"echo", `,"_meta":{"aegis/step":1}`, refusal.CapabilityDenied, "manifest:steps"},
+			{"echo", `,"_meta":{"aegis/step":-1}`, refusal.InvalidParams, "step:invalid"},
+		}},
+		{"manifest grant", `manifest: {grants: {tools/call: ["local/echo"]}}`, nil, []step{
+			{"echo", "", "", ""}, {"transfer", "", refusal.CapabilityDenied, "manifest:grant"},
+		}},
+		{"audit mode", "policy_mode: audit\ncedar_policies: |\n  forbid (principal, action, resource);\n", nil, []step{
+			{"echo", "", "", "audit:cedar:policy0"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ParsePolicy([]byte(tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			set, _ := policy.ParseSet([]byte(tc.src))
+			if h, _ := policy.Hash(set); p.Hash() != h {
+				t.Errorf("Hash %s, want policy.Hash %s (one function at both boundaries)", p.Hash(), h)
+			}
+			if tc.roles != nil {
+				if err := p.SetRoles(tc.roles); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var lines []string
+			for i, s := range tc.steps {
+				lines = append(lines, toolCall(i+1, s.tool, s.extra))
+			}
+			var cb, ob bytes.Buffer
+			g := &gate{policy: p, enforce: true, child: &cb, out: &clientOut{w: &ob}}
+			if err := g.run(strings.NewReader(strings.Join(lines, "\n") + "\n")); err != nil {
+				t.Fatal(err)
+			}
+			frames := strings.Split(strings.TrimSpace(ob.String()), "\n")
+			fi := 0
+			for i, s := range tc.steps {
+				r := g.recs[i]
+				if r.Rule != s.rule || r.Word != string(s.word) {
+					t.Errorf("step %d (%s): record rule %q word %q, want %q %q", i, s.tool, r.Rule, r.Word, s.rule, s.word)
+				}
+				forwarded := strings.Contains(cb.String(), lines[i])
+				if forwarded != (s.word == "") {
+					t.Errorf("step %d (%s): forwarded %v, want %v", i, s.tool, forwarded, s.word == "")
+				}
+				if s.word == "" {
+					continue
+				}
+				var f struct {
+					Error struct {
+						Code int `json:"code"`
+						Data struct {
+							Aegis struct{ Layer, Code string } `json:"aegis"`
+						} `json:"data"`
+					} `json:"error"`
+				}
+				if fi >= len(frames) || json.Unmarshal([]byte(frames[fi]), &f) != nil || f.Error.Code != int(refusal.CodeWrapRefused) ||
+					f.Error.Data.Aegis.Code != string(s.word) || f.Error.Data.Aegis.Layer != "wrap" {
+					t.Errorf("step %d: frame %q, want -32042 %s from wrap", i, frames[min(fi, len(frames)-1)], s.word)
+				}
+				if fi < len(frames) && strings.Contains(frames[fi], s.rule) && s.rule != "" {
+					t.Errorf("step %d: the frame names the rule: %s", i, frames[fi])
+				}
+				fi++
+			}
+		})
+	}
+}
+
+func TestPolicySetParse(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, err string
+	}{
+		{"mixed formats", "deny: [x]\nroles: {}\n", "either"},
+		{"cedar error names line and column", "cedar_policies: |\n  permit (principal action, resource);\n", "cedar_policies:1:"},
+		{"unknown set field", "roles: {}\nmanifesto: {}\n", "either"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParsePolicy([]byte(tc.src))
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("ParsePolicy err = %v, want one containing %q", err, tc.err)
+			}
+		})
+	}
+	g, err := ParsePolicy([]byte("deny: [x]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.SetRoles([]string{"ops"}); err == nil {
+		t.Error("SetRoles on a glob policy: no error")
+	}
+}
