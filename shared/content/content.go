@@ -17,7 +17,10 @@
 //     that differs from its pin is refused with -32051 (data: server,
 //     tool, rule "definition-changed", pinned, new) and left out of
 //     tools/list under block until an operator pins it again; monitor
-//     lists, lets it on, records and logs.
+//     lists, lets it on, records and logs. Pins are read per server at
+//     most every Options.PinRefresh; when the store cannot be read the
+//     last pins read stay in force, and with none the definition goes
+//     uncompared (logged): the pins alone fail open.
 //  2. INPUT_VALIDATION: block refuses arguments that fail the tool's
 //     inputSchema with -32602 (shared/schema); monitor logs; off skips.
 //  3. EGRESS_ACTION: the arguments are scanned. Under block, a credential,
@@ -279,7 +282,9 @@ func (k *Check) tool(ctx context.Context, c *pipeline.Call, a registry.ContentAc
 	}
 	pinned, changed, err := k.pins.check(ctx, c.Tenant.ID, server, c.UpstreamTool, v)
 	if err != nil {
-		return fmt.Errorf("content: pins unreadable: %w", err)
+		// Fail open for pins alone: the poisoning check below needs no
+		// store, and a store outage must not stop every call.
+		k.o.Logger.WarnContext(ctx, "pins unreadable; definition not compared with its pin", "tenant", c.Tenant.ID, "server", server, "tool", c.UpstreamTool, "err", err)
 	}
 	if changed {
 		c.Found(audit.Finding{At: AtTool, Kind: KindRugPull, Rule: RuleChangedSpec, Action: act})
@@ -321,10 +326,7 @@ func (k *Check) Visible(ctx context.Context, c *pipeline.Call, server *registry.
 	pinned, changed, err := k.pins.check(ctx, c.Tenant.ID, name, tool, v)
 	switch {
 	case err != nil:
-		k.o.Logger.WarnContext(ctx, "pins unreadable; tool judged changed", "tenant", c.Tenant.ID, "server", name, "tool", tool, "err", err)
-		if mode == block {
-			return false
-		}
+		k.o.Logger.WarnContext(ctx, "pins unreadable; definition not compared with its pin", "tenant", c.Tenant.ID, "server", name, "tool", tool, "err", err)
 	case changed:
 		if k.pins.firstReport(c.Tenant.ID, name, tool, v.PinHash) {
 			msg := "tool definition changed since it was pinned; listed (THREAT_MODE=monitor)"

@@ -48,8 +48,10 @@ type serverPins struct {
 // check returns the hash tool is pinned at and whether v, its definition
 // as listed now, differs from it. A tool without a pin is pinned at v on
 // first use, unless v is poisoned (a poisoned definition is never
-// trusted; it stays unpinned). err is the store's when the pins could not be read and none
-// were read before (the last pins read stay in force through an outage).
+// trusted; it stays unpinned). err is the store's when the pins could not
+// be read and none were read before, or the first-use pin could not be
+// written (the last pins read stay in force through an outage); callers
+// then go on without the comparison.
 func (p *pins) check(ctx context.Context, tenant, server, tool string, v *route.Verdict) (pinned string, changed bool, err error) {
 	if p == nil || v.PinHash == "" {
 		return "", false, nil

@@ -1,6 +1,7 @@
 package scan
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -32,6 +33,15 @@ func benchDoc(size int) []byte {
 // allocs/op is 0.
 func BenchmarkScan(b *testing.B) {
 	s := New(nil)
+	html := htmlDoc(10 << 10)
+	b.Run("html10KB", func(b *testing.B) {
+		dst := make([]Finding, 0, 16)
+		b.SetBytes(int64(len(html)))
+		b.ReportAllocs()
+		for b.Loop() {
+			dst, _ = s.Scan(html, dst[:0])
+		}
+	})
 	for _, size := range []int{10 << 10, 100 << 10, 1 << 20} {
 		doc := benchDoc(size)
 		if fs, err := s.Scan(doc, nil); err != nil || len(fs) > 0 {
@@ -48,11 +58,44 @@ func BenchmarkScan(b *testing.B) {
 	}
 }
 
+// htmlDoc is a fetched web page of about size bytes as a result's text,
+// without findings: tags with classes, styles and hidden inputs, comments,
+// markdown links and images with query strings.
+func htmlDoc(size int) []byte {
+	items := []string{
+		`<div class="card" style="margin: 0 auto; padding: 12px"><h2 id="t">Pancakes</h2><p>Mix the flour, milk and eggs; rest for 10 minutes.</p></div>`,
+		`<!-- Begin footer --><footer class="site-footer"><a href="/about?ref=footer">About us</a> | <a href="/contact">Contact</a></footer><!-- End footer -->`,
+		`<form action="/search"><input type="hidden" name="csrf" value="8f7a6c1d"><input type="text" name="q" placeholder="Search recipes"></form>`,
+		`![photo](https://img.example.com/p/123.jpg?w=600&h=400) See [all recipes](https://example.com/recipes?page=2&sort=new).`,
+		`<span aria-hidden="true" class="icon icon-star"></span><ul><li>Flour 200 g</li><li>Milk 300 ml</li><li>Eggs 2</li></ul>`,
+	}
+	var t strings.Builder
+	for i := 0; t.Len() < size-200; i++ {
+		t.WriteString(items[i%len(items)])
+		t.WriteByte('\n')
+	}
+	d, _ := json.Marshal(map[string]any{"content": []any{map[string]string{"type": "text", "text": t.String()}}})
+	return d
+}
+
 // BenchmarkScanAll: BenchmarkScan's documents with every kind on, the
 // threat kinds included (AllKinds): the cost of both content issues'
-// detectors in one pass. allocs/op is 0.
+// detectors in one pass; and a 10 KB HTML page, where the markup
+// detectors run most. allocs/op is 0.
 func BenchmarkScanAll(b *testing.B) {
 	s := New(&Options{Kinds: AllKinds()})
+	html := htmlDoc(10 << 10)
+	if fs, err := s.Scan(html, nil); err != nil || len(fs) > 0 {
+		b.Fatalf("html doc: %v %v", fs, err)
+	}
+	b.Run("html10KB", func(b *testing.B) {
+		dst := make([]Finding, 0, 16)
+		b.SetBytes(int64(len(html)))
+		b.ReportAllocs()
+		for b.Loop() {
+			dst, _ = s.Scan(html, dst[:0])
+		}
+	})
 	for _, size := range []int{10 << 10, 100 << 10, 1 << 20} {
 		doc := benchDoc(size)
 		if fs, err := s.Scan(doc, nil); err != nil || len(fs) > 0 {

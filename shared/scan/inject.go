@@ -9,10 +9,11 @@ import (
 // The threat detectors: prompt injection (KindInjection), hidden text
 // (KindHidden), exfiltration directives (KindExfiltration) and tool
 // shadowing (KindShadowing). They run in the same pass as the others, from
-// two places of Scanner.text: at the end of every ASCII word (word: the
-// word is looked up by its first byte and length, and only a cue word
-// reads the words after it) and at a few punctuation and UTF-8 lead bytes
-// (mark: '<', '[', '!', '~', 0xE2, 0xEF, 0xF3). Every detector reads a
+// two places of Scanner.text: at the end of every ASCII word (wordHit,
+// behind an inline gate on the word's first byte, last byte and length
+// (maybeCue); only a cue word reads the words after it) and at a few
+// punctuation and UTF-8 lead bytes (markHit: '<', '[', '!', '~', 0xE2,
+// 0xEF, 0xF3). Every detector reads a
 // bounded window. A base64 or hex blob that decodes to text is decoded
 // once and scanned by the same detectors, without decoding again.
 // docs/design/threats.md lists what each rule looks for and misses.
@@ -49,10 +50,10 @@ func ThreatRules() []string {
 }
 
 // cue is a word that may start a threat phrase; match is given the text,
-// the word's bounds and returns the finding or none.
+// the word's bounds and returns the finding or noHit.
 type cue struct {
 	word  string
-	match func(t string, ws, we int) Finding
+	match func(t string, ws, we int) hit
 }
 
 var cues = []cue{
@@ -118,17 +119,29 @@ var cueLen = func() (l [256]uint32) {
 	return l
 }()
 
-// word runs the threat detectors that start at the ASCII word t[ws:we]:
-// a cue phrase, or (with decode) a base64 or hex blob starting there.
-func (s *Scanner) word(t string, ws, we int, decode bool) Finding {
+// hit is a threat detector's match: the part of a Finding a detector
+// fills, small enough to return by value cheaply through the chain of
+// detectors. noHit (start -1) is no match.
+type hit struct {
+	kind       Kind
+	rule       string
+	start, end int
+}
+
+var noHit = hit{start: -1}
+
+// wordHit runs the threat detectors that start at the ASCII word
+// t[ws:we]: a cue phrase, or (with decode) a base64 or hex blob starting
+// there.
+func (s *Scanner) wordHit(t string, ws, we int, decode bool) hit {
 	n := we - ws
 	if decode && n >= 16 {
-		if f := s.blob(t, ws, we); f.Start >= 0 {
-			return s.keep(f)
+		if h := s.keep(s.blob(t, ws, we)); h.start >= 0 {
+			return h
 		}
 	}
 	if n >= 32 || !maybeCue(t, ws, we) {
-		return none
+		return noHit
 	}
 	for _, k := range cueAt[t[ws]] {
 		c := &cues[k]
@@ -136,45 +149,45 @@ func (s *Scanner) word(t string, ws, we int, decode bool) Finding {
 			return s.keep(c.match(t, ws, we))
 		}
 	}
-	return none
+	return noHit
 }
 
-// mark runs the threat detectors that start at the punctuation or lead
-// byte t[i] (trThreat).
-func (s *Scanner) mark(t string, i int) Finding {
-	var f Finding
+// markHit runs the threat detectors that start at the punctuation or
+// lead byte t[i] (trThreat).
+func (s *Scanner) markHit(t string, i int) hit {
+	var h hit
 	switch t[i] {
 	case '<':
-		f = angle(t, i)
+		h = angle(t, i)
 	case '[':
-		f = bracket(t, i)
+		h = bracket(t, i)
 	case '!':
 		if i+1 < len(t) && t[i+1] == '[' {
-			f = markdown(t, i+1, true)
+			h = markdown(t, i+1, true)
 		} else {
-			f = none
+			h = noHit
 		}
 	case '~':
-		f = tildePath(t, i)
+		h = tildePath(t, i)
 	case 0xf3:
-		f = tagChars(t, i)
+		h = tagChars(t, i)
 	default: // 0xe2, 0xef
-		f = invisible(t, i)
+		h = invisible(t, i)
 	}
-	return s.keep(f)
+	return s.keep(h)
 }
 
-// keep is f when its kind is on, none otherwise.
-func (s *Scanner) keep(f Finding) Finding {
-	if f.Start < 0 || !s.on[f.Kind] {
-		return none
+// keep is h when its kind is on, noHit otherwise.
+func (s *Scanner) keep(h hit) hit {
+	if h.start < 0 || !s.on[h.kind] {
+		return noHit
 	}
-	return f
+	return h
 }
 
-// threatsOnly returns the first threat finding in t, running the threat
+// threatsOnly returns the first threat in t, running the threat
 // detectors alone (no blob decoding): the scan of a decoded payload.
-func (s *Scanner) threatsOnly(t string) Finding {
+func (s *Scanner) threatsOnly(t string) hit {
 	for i := 0; i < len(t); i++ {
 		c := t[i]
 		if wordASCII[c] {
@@ -182,18 +195,18 @@ func (s *Scanner) threatsOnly(t string) Finding {
 			for i+1 < len(t) && wordASCII[t[i+1]] {
 				i++
 			}
-			if f := s.word(t, ws, i+1, false); f.Start >= 0 {
-				return f
+			if h := s.wordHit(t, ws, i+1, false); h.start >= 0 {
+				return h
 			}
 			continue
 		}
 		if trigger[c]&trThreat != 0 {
-			if f := s.mark(t, i); f.Start >= 0 {
-				return f
+			if h := s.markHit(t, i); h.start >= 0 {
+				return h
 			}
 		}
 	}
-	return none
+	return noHit
 }
 
 // --- words ---
@@ -278,7 +291,7 @@ var (
 // "above", "your", "system") and a target ("instructions", "rules"):
 // "ignore all previous instructions", "disregard your system prompt".
 // "ignore case", "ignore all rules matching" (no qualifier) do not match.
-func override(t string, ws, we int) Finding {
+func override(t string, ws, we int) hit {
 	qual := false
 	j, last := we, ""
 	for range 6 {
@@ -286,49 +299,49 @@ func override(t string, ws, we int) Finding {
 		// "ignore everything above." / "ignore the above and ...": a
 		// qualifier of place with nothing after it.
 		if inSet(last, []string{"above", "before", "earlier"}) && (a < 0 || foldEq(t[a:b], "and") || foldEq(t[a:b], "then")) {
-			return Finding{Kind: KindInjection, Rule: ruleOverride, Start: ws, End: j}
+			return hit{kind: KindInjection, rule: ruleOverride, start: ws, end: j}
 		}
 		if a < 0 {
-			return none
+			return noHit
 		}
 		w := t[a:b]
 		last = w
 		switch {
 		case inSet(w, overrideNouns):
 			if qual {
-				return Finding{Kind: KindInjection, Rule: ruleOverride, Start: ws, End: b}
+				return hit{kind: KindInjection, rule: ruleOverride, start: ws, end: b}
 			}
 			if !foldEq(w, "prompt") && !foldEq(w, "system") {
-				return none
+				return noHit
 			}
 		case inSet(w, overrideQual):
 			qual = true
 		case inSet(w, overrideFill):
 		default:
-			return none
+			return noHit
 		}
 		j = b
 	}
-	return none
+	return noHit
 }
 
 // newInstructions: "new instructions:", "updated rules:", "new system
 // prompt".
-func newInstructions(t string, ws, we int) Finding {
+func newInstructions(t string, ws, we int) hit {
 	a, b := nextWord(t, we, we+32)
 	if a < 0 {
-		return none
+		return noHit
 	}
 	w := t[a:b]
 	switch {
 	case inSet(w, []string{"instructions", "instruction", "rules", "directive", "directives", "orders", "task", "objective"}) && colonAfter(t, b):
-		return Finding{Kind: KindInjection, Rule: ruleOverride, Start: ws, End: b}
+		return hit{kind: KindInjection, rule: ruleOverride, start: ws, end: b}
 	case foldEq(w, "system"):
 		if c, d := nextWord(t, b, b+16); c >= 0 && inSet(t[c:d], []string{"prompt", "instructions"}) {
-			return Finding{Kind: KindInjection, Rule: ruleOverride, Start: ws, End: d}
+			return hit{kind: KindInjection, rule: ruleOverride, start: ws, end: d}
 		}
 	}
-	return none
+	return noHit
 }
 
 // personaCues are the words that make "you are now ..." a new persona
@@ -370,25 +383,25 @@ func wordsAre(t string, j int, ws ...string) (int, bool) {
 
 // youAre: "you are now" or "you are no longer" followed by a persona cue
 // ("you are now DAN", "you are now an unrestricted AI").
-func youAre(t string, ws, we int) Finding {
+func youAre(t string, ws, we int) hit {
 	j, ok := wordsAre(t, we, "are", "now")
 	if !ok {
 		if j, ok = wordsAre(t, we, "are", "no", "longer"); !ok {
-			return none
+			return noHit
 		}
 	}
 	if end, ok := personaAhead(t, j, 5); ok {
-		return Finding{Kind: KindInjection, Rule: ruleRole, Start: ws, End: end}
+		return hit{kind: KindInjection, rule: ruleRole, start: ws, end: end}
 	}
 	if k, ok := wordsAre(t, j, "bound", "by"); ok {
-		return Finding{Kind: KindInjection, Rule: ruleRole, Start: ws, End: k}
+		return hit{kind: KindInjection, rule: ruleRole, start: ws, end: k}
 	}
-	return none
+	return noHit
 }
 
 // pretend: "pretend (that) you are", "pretend to be", "act as", then a
 // persona cue.
-func pretend(t string, ws, we int) Finding {
+func pretend(t string, ws, we int) hit {
 	var j int
 	var ok bool
 	if foldEq(t[ws:we], "act") {
@@ -399,33 +412,33 @@ func pretend(t string, ws, we int) Finding {
 		}
 	}
 	if !ok {
-		return none
+		return noHit
 	}
 	if end, ok := personaAhead(t, j, 5); ok {
-		return Finding{Kind: KindInjection, Rule: ruleRole, Start: ws, End: end}
+		return hit{kind: KindInjection, rule: ruleRole, start: ws, end: end}
 	}
-	return none
+	return noHit
 }
 
 // fromNowOn: "from now on, you ..." and, within eight words, a persona
 // cue or a directive about instructions ("ignore", "act", "pretend").
-func fromNowOn(t string, ws, we int) Finding {
+func fromNowOn(t string, ws, we int) hit {
 	j, ok := wordsAre(t, we, "now", "on")
 	if !ok {
-		return none
+		return noHit
 	}
 	for range 8 {
 		a, b := nextWord(t, j, j+maxPhrase)
 		if a < 0 {
-			return none
+			return noHit
 		}
 		w := t[a:b]
 		if inSet(w, personaCues) || inSet(w, []string{"ignore", "disregard", "forget", "pretend", "act", "obey", "instructions"}) {
-			return Finding{Kind: KindInjection, Rule: ruleRole, Start: ws, End: b}
+			return hit{kind: KindInjection, rule: ruleRole, start: ws, end: b}
 		}
 		j = b
 	}
-	return none
+	return noHit
 }
 
 // directiveCues are the words that make hidden or tagged text a directive
@@ -475,9 +488,9 @@ func lineEnd(t string, j, limit int) int {
 // fakeTurn: a line that starts with "System:", "Assistant:" or
 // "Developer:" (after spaces, '#', '*', '>') and goes on with a directive
 // cue: a turn of a conversation written into content.
-func fakeTurn(t string, ws, we int) Finding {
+func fakeTurn(t string, ws, we int) hit {
 	if !colonAfter(t, we) {
-		return none
+		return noHit
 	}
 	for j := ws - 1; j >= 0; j-- {
 		switch t[j] {
@@ -485,7 +498,7 @@ func fakeTurn(t string, ws, we int) Finding {
 			continue
 		case '\n':
 		default:
-			return none
+			return noHit
 		}
 		break
 	}
@@ -494,14 +507,14 @@ func fakeTurn(t string, ws, we int) Finding {
 		end = lineEnd(t, end+1, 240) // "### System:" alone on its line
 	}
 	if !wordIn(t, we, end, turnCues) {
-		return none
+		return noHit
 	}
-	return Finding{Kind: KindInjection, Rule: ruleFakeTurn, Start: ws, End: end}
+	return hit{kind: KindInjection, rule: ruleFakeTurn, start: ws, end: end}
 }
 
 // promptLeak: "reveal (me) your system prompt", "repeat your
 // instructions", "print your initial prompt".
-func promptLeak(t string, ws, we int) Finding {
+func promptLeak(t string, ws, we int) hit {
 	j := we
 	a, b := nextWord(t, j, j+32)
 	if a >= 0 && inSet(t[a:b], []string{"me", "us", "back", "out"}) {
@@ -509,29 +522,29 @@ func promptLeak(t string, ws, we int) Finding {
 		a, b = nextWord(t, j, j+32)
 	}
 	if a < 0 || !foldEq(t[a:b], "your") {
-		return none
+		return noHit
 	}
 	j = b
 	for range 4 {
 		a, b = nextWord(t, j, j+48)
 		if a < 0 {
-			return none
+			return noHit
 		}
 		w := t[a:b]
 		if inSet(w, []string{"prompt", "instructions", "guidelines", "rules"}) {
-			return Finding{Kind: KindExfiltration, Rule: rulePromptLeak, Start: ws, End: b}
+			return hit{kind: KindExfiltration, rule: rulePromptLeak, start: ws, end: b}
 		}
 		if !inSet(w, []string{"system", "initial", "original", "hidden", "secret", "full", "entire", "exact", "developer", "first", "internal"}) {
-			return none
+			return noHit
 		}
 		j = b
 	}
-	return none
+	return noHit
 }
 
 // exfilOrLeak: "leak" as a prompt leak or an exfiltration directive.
-func exfilOrLeak(t string, ws, we int) Finding {
-	if f := promptLeak(t, ws, we); f.Start >= 0 {
+func exfilOrLeak(t string, ws, we int) hit {
+	if f := promptLeak(t, ws, we); f.start >= 0 {
 		return f
 	}
 	return exfil(t, ws, we)
@@ -559,7 +572,7 @@ var (
 // a webhook) within 240 bytes of the verb: "send the conversation history
 // to https://...". API documentation ("send a POST request to
 // https://...") names no such object.
-func exfil(t string, ws, we int) Finding {
+func exfil(t string, ws, we int) hit {
 	j, prev := we, ""
 	obj := false
 	for range 12 {
@@ -583,20 +596,20 @@ func exfil(t string, ws, we int) Finding {
 		prev, j = w, b
 	}
 	if !obj {
-		return none
+		return noHit
 	}
 	end := min(len(t), ws+240)
 	for k := we; k < end; k++ {
 		if sentenceEnd(t, k) {
-			return none
+			return noHit
 		}
 		c := t[k] | 0x20
 		mail := t[k] == '@' && k > we && isAlnum(t[k-1]) && k+1 < len(t) && isAlnum(t[k+1])
 		if mail || c == 'h' && (hasFoldAt(t, k, "http://") || hasFoldAt(t, k, "https://")) || c == 'w' && hasFoldAt(t, k, "webhook") {
-			return Finding{Kind: KindExfiltration, Rule: ruleExfil, Start: ws, End: k}
+			return hit{kind: KindExfiltration, rule: ruleExfil, start: ws, end: k}
 		}
 	}
-	return none
+	return noHit
 }
 
 // sentenceEnd reports whether a sentence ends at t[k]: a newline, or '.',
@@ -621,14 +634,14 @@ var concealVerbs = []string{"tell", "telling", "inform", "informing", "mention",
 
 // conceal: "do not tell the user", "don't mention this to the user",
 // "never reveal to the user", "without telling the user".
-func conceal(t string, ws, we int) Finding {
+func conceal(t string, ws, we int) hit {
 	j := we
 	w := t[ws:we]
 	switch {
 	case foldEq(w, "do"):
 		a, b := nextWord(t, j, j+16)
 		if a < 0 || !foldEq(t[a:b], "not") {
-			return none
+			return noHit
 		}
 		j = b
 	case foldEq(w, "don"):
@@ -638,7 +651,7 @@ func conceal(t string, ws, we int) Finding {
 		case hasFoldAt(t, we, "\u2019t"):
 			j = we + 4
 		default:
-			return none
+			return noHit
 		}
 	}
 	a, b := nextWord(t, j, j+32)
@@ -646,44 +659,44 @@ func conceal(t string, ws, we int) Finding {
 		a, b = nextWord(t, b, b+32)
 	}
 	if a < 0 || !inSet(t[a:b], concealVerbs) {
-		return none
+		return noHit
 	}
 	if foldEq(w, "without") && !inSet(t[a:b], []string{"telling", "informing", "mentioning", "revealing", "disclosing"}) {
-		return none
+		return noHit
 	}
 	return toUser(t, ws, b, 5)
 }
 
 // toUser: the user within n words after j, not as the owner of something
 // ("the user's password"), makes the finding [ws, end of "user").
-func toUser(t string, ws, j, n int) Finding {
+func toUser(t string, ws, j, n int) hit {
 	for range n {
 		a, b := nextWord(t, j, j+64)
 		if a < 0 {
-			return none
+			return noHit
 		}
 		if w := t[a:b]; inSet(w, []string{"user", "users", "human", "operator"}) {
-			return Finding{Kind: KindExfiltration, Rule: ruleConceal, Start: ws, End: b}
+			return hit{kind: KindExfiltration, rule: ruleConceal, start: ws, end: b}
 		}
 		j = b
 	}
-	return none
+	return noHit
 }
 
 // hideFrom: "hide this from the user", "keep this secret from the user".
-func hideFrom(t string, ws, we int) Finding {
+func hideFrom(t string, ws, we int) hit {
 	j := we
 	for range 4 {
 		a, b := nextWord(t, j, j+48)
 		if a < 0 {
-			return none
+			return noHit
 		}
 		if foldEq(t[a:b], "from") {
 			return toUser(t, ws, b, 2)
 		}
 		j = b
 	}
-	return none
+	return noHit
 }
 
 // toolWordIn reports whether t[from:to] holds the word "tool" or "tools".
@@ -721,10 +734,10 @@ func identIn(t string, from, to int) bool {
 // shadowInstead: "instead of (using) X, (always) use/call Y", where the
 // phrase names a tool: a directive that steers calls away from another
 // tool. "Use this tool instead of X" (a description) does not match.
-func shadowInstead(t string, ws, we int) Finding {
+func shadowInstead(t string, ws, we int) hit {
 	j, ok := wordsAre(t, we, "of")
 	if !ok {
-		return none
+		return noHit
 	}
 	for range 10 {
 		a, b := nextWord(t, j, we+maxPhrase)
@@ -732,30 +745,30 @@ func shadowInstead(t string, ws, we int) Finding {
 			// Punctuation other than a full stop may sit inside "instead
 			// of X, use Y".
 			if b >= min(len(t), we+maxPhrase) || t[b] == '.' || t[b] == '\n' {
-				return none
+				return noHit
 			}
 			j = b + 1
 			continue
 		}
 		if inSet(t[a:b], []string{"use", "call", "invoke", "route", "send", "run"}) {
 			if toolWordIn(t, we, b+80) || identIn(t, we, b+80) {
-				return Finding{Kind: KindShadowing, Rule: ruleShadowInstead, Start: ws, End: b}
+				return hit{kind: KindShadowing, rule: ruleShadowInstead, start: ws, end: b}
 			}
-			return none
+			return noHit
 		}
 		j = b
 	}
-	return none
+	return noHit
 }
 
 // shadowOrder: "before calling any tool", "whenever you use another
 // tool", "after invoking any other function"; and "when this tool is
 // available" (a definition that rewrites how other tools behave).
-func shadowOrder(t string, ws, we int) Finding {
+func shadowOrder(t string, ws, we int) hit {
 	if foldEq(t[ws:we], "when") {
 		if j, ok := wordsAre(t, we, "this", "tool", "is"); ok {
 			if a, b := nextWord(t, j, j+32); a >= 0 && inSet(t[a:b], []string{"available", "present", "loaded", "installed", "enabled", "active"}) {
-				return Finding{Kind: KindShadowing, Rule: ruleShadowOther, Start: ws, End: b}
+				return hit{kind: KindShadowing, rule: ruleShadowOther, start: ws, end: b}
 			}
 		}
 	}
@@ -763,7 +776,7 @@ func shadowOrder(t string, ws, we int) Finding {
 	if foldEq(t[ws:we], "prior") {
 		var ok bool
 		if j, ok = wordsAre(t, we, "to"); !ok {
-			return none
+			return noHit
 		}
 	}
 	a, b := nextWord(t, j, j+32)
@@ -771,22 +784,22 @@ func shadowOrder(t string, ws, we int) Finding {
 		a, b = nextWord(t, b, b+32)
 	}
 	if a < 0 || !inSet(t[a:b], []string{"calling", "using", "invoking", "running", "executing", "call", "use", "invoke", "run", "execute", "calls", "uses"}) {
-		return none
+		return noHit
 	}
 	a, b = nextWord(t, b, b+32)
 	if a < 0 || !inSet(t[a:b], []string{"any", "another", "other", "every", "each", "all"}) {
-		return none
+		return noHit
 	}
 	for range 2 {
 		a, b = nextWord(t, b, b+32)
 		if a < 0 {
-			return none
+			return noHit
 		}
 		if inSet(t[a:b], []string{"tool", "tools", "function", "functions"}) {
-			return Finding{Kind: KindShadowing, Rule: ruleShadowOrder, Start: ws, End: b}
+			return hit{kind: KindShadowing, rule: ruleShadowOrder, start: ws, end: b}
 		}
 	}
-	return none
+	return noHit
 }
 
 // readCues are the verbs that make a secret file's path a directive to
@@ -819,11 +832,11 @@ func directiveWordIn(t string, from, to int, set []string) bool {
 }
 
 // sensitiveWord: "id_rsa" and its kin after a read cue.
-func sensitiveWord(t string, ws, we int) Finding {
+func sensitiveWord(t string, ws, we int) hit {
 	if readBefore(t, ws) && !hasFoldAt(t, we, ".pub") {
-		return Finding{Kind: KindExfiltration, Rule: ruleSensitiveFile, Start: ws, End: we}
+		return hit{kind: KindExfiltration, rule: ruleSensitiveFile, start: ws, end: we}
 	}
-	return none
+	return noHit
 }
 
 // secretDirs are the home directories that hold credentials.
@@ -832,9 +845,9 @@ var secretDirs = []string{".ssh", ".aws", ".gnupg", ".cursor", ".kube", ".docker
 
 // tildePath: "~/.ssh/...", "~/.aws/credentials", "~/.cursor/mcp.json"
 // after a read cue.
-func tildePath(t string, i int) Finding {
+func tildePath(t string, i int) hit {
 	if i+3 >= len(t) || t[i+1] != '/' || t[i+2] != '.' {
-		return none
+		return noHit
 	}
 	for _, d := range secretDirs {
 		if hasFoldAt(t, i+2, d) {
@@ -843,18 +856,18 @@ func tildePath(t string, i int) Finding {
 				continue
 			}
 			if !readBefore(t, i) {
-				return none
+				return noHit
 			}
 			for end < len(t) && (isKeyByte(t[end]) || t[end] == '/' || t[end] == '.') {
 				end++
 			}
 			if end-i > 4 && hasFoldAt(t, end-4, ".pub") {
-				return none // a public key
+				return noHit // a public key
 			}
-			return Finding{Kind: KindExfiltration, Rule: ruleSensitiveFile, Start: i, End: end}
+			return hit{kind: KindExfiltration, rule: ruleSensitiveFile, start: i, end: end}
 		}
 	}
-	return none
+	return noHit
 }
 
 // --- markup ---
@@ -862,9 +875,9 @@ func tildePath(t string, i int) Finding {
 // angle: chat-template tokens (<|im_start|>, <<SYS>>), instruction tags
 // (<system>, <important>) around directive text, HTML comments and hidden
 // elements holding directive text.
-func angle(t string, i int) Finding {
+func angle(t string, i int) hit {
 	if i+1 >= len(t) {
-		return none
+		return noHit
 	}
 	switch c := t[i+1]; {
 	case c == '|':
@@ -873,14 +886,14 @@ func angle(t string, i int) Finding {
 			j++
 		}
 		if j > i+2 && j+1 < len(t) && t[j] == '|' && t[j+1] == '>' {
-			return Finding{Kind: KindInjection, Rule: ruleTemplate, Start: i, End: j + 2}
+			return hit{kind: KindInjection, rule: ruleTemplate, start: i, end: j + 2}
 		}
 	case c == '<':
 		if hasFoldAt(t, i, "<<sys>>") {
-			return Finding{Kind: KindInjection, Rule: ruleTemplate, Start: i, End: i + 7}
+			return hit{kind: KindInjection, rule: ruleTemplate, start: i, end: i + 7}
 		}
 		if hasFoldAt(t, i, "<</sys>>") {
-			return Finding{Kind: KindInjection, Rule: ruleTemplate, Start: i, End: i + 8}
+			return hit{kind: KindInjection, rule: ruleTemplate, start: i, end: i + 8}
 		}
 	case c == '!':
 		if hasFoldAt(t, i, "<!--") {
@@ -893,13 +906,13 @@ func angle(t string, i int) Finding {
 				if end >= 0 {
 					stop = end + 3
 				}
-				return Finding{Kind: KindHidden, Rule: ruleComment, Start: i, End: stop}
+				return hit{kind: KindHidden, rule: ruleComment, start: i, end: stop}
 			}
 		}
 	case isLetter(c) || c == '/' && i+2 < len(t) && isLetter(t[i+2]):
 		return element(t, i)
 	}
-	return none
+	return noHit
 }
 
 // indexFrom is the index of sub in t[from:from+limit], or -1.
@@ -928,10 +941,10 @@ var hiddenStyles = []string{"display:none", "display: none", "visibility:hidden"
 // element: a tag at t[i]. An instruction tag (<system>, <important>) or
 // an element whose attributes hide it, followed within 1 KB by directive
 // text, is a finding.
-func element(t string, i int) Finding {
+func element(t string, i int) hit {
 	j := i + 1
 	if t[j] == '/' {
-		return none // a closing tag: its opening one was judged
+		return noHit // a closing tag: its opening one was judged
 	}
 	ns := j
 	for j < len(t) && j-ns < 24 && (isAlnum(t[j]) || t[j] == '_' || t[j] == '-') {
@@ -949,40 +962,71 @@ func element(t string, i int) Finding {
 		}
 	}
 	if gt < 0 {
-		return none
+		return noHit
 	}
 	if inSet(name, markerTags) {
-		return Finding{Kind: KindInjection, Rule: ruleTag, Start: i, End: gt + 1}
+		return hit{kind: KindInjection, rule: ruleTag, start: i, end: gt + 1}
 	}
 	if inSet(name, instructionTags) {
 		if directiveIn(t, gt+1, closeTag(t, gt+1, name)) {
-			return Finding{Kind: KindInjection, Rule: ruleTag, Start: i, End: gt + 1}
+			return hit{kind: KindInjection, rule: ruleTag, start: i, end: gt + 1}
 		}
-		return none
+		return noHit
 	}
 	attrs := t[j : gt+1]
-	if len(attrs) < 7 {
-		return none
+	if len(attrs) < 7 || !hiddenAttr(attrs) {
+		return noHit
 	}
-	for _, h := range hiddenStyles {
-		if k := indexFold(attrs, h); k >= 0 && !(h[len(h)-1] == '0' && k+len(h) < len(attrs) && (isDigit(attrs[k+len(h)]) || attrs[k+len(h)] == '.')) {
-			if directiveIn(t, gt+1, closeTag(t, gt+1, name)) {
-				return Finding{Kind: KindHidden, Rule: ruleHiddenElement, Start: i, End: gt + 1}
-			}
-			return none
-		}
+	if directiveIn(t, gt+1, closeTag(t, gt+1, name)) {
+		return hit{kind: KindHidden, rule: ruleHiddenElement, start: i, end: gt + 1}
 	}
-	return none
+	return noHit
 }
 
-// indexFold is the index of sub (lower case) in s, ignoring case, or -1.
-func indexFold(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if foldEq(s[i:i+len(sub)], sub) {
-			return i
+// hiddenAttr reports whether a tag's attributes hold one of hiddenStyles:
+// from the first "style" or "hidden" on (none: false at once), each
+// position looks only at the styles its byte can start.
+func hiddenAttr(attrs string) bool {
+	from := -1
+	for k := 0; k+5 < len(attrs); k++ {
+		if c := attrs[k] | 0x20; c == 's' && hasFoldAt(attrs, k, "style") || c == 'h' && hasFoldAt(attrs, k, "hidden") {
+			from = max(k-1, 0)
+			break
 		}
 	}
-	return -1
+	if from < 0 {
+		return false // only a style or the hidden attribute hides
+	}
+	for k := from; k < len(attrs); k++ {
+		var cands []string
+		switch attrs[k] | 0x20 {
+		case 'd':
+			cands = hiddenStyles[0:2]
+		case 'v':
+			cands = hiddenStyles[2:4]
+		case 'f':
+			cands = hiddenStyles[4:6]
+		case 'o':
+			cands = hiddenStyles[6:8]
+		case ' ':
+			cands = hiddenStyles[8:10]
+		case 'c':
+			cands = hiddenStyles[10:12]
+		default:
+			continue
+		}
+		for _, h := range cands {
+			if !hasFoldAt(attrs, k, h) {
+				continue
+			}
+			// "opacity:0.5", "font-size:0.9em" hide nothing.
+			if e := k + len(h); h[len(h)-1] == '0' && e < len(attrs) && (isDigit(attrs[e]) || attrs[e] == '.') {
+				continue
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // closeTag is where the element named name, whose content starts at
@@ -1018,10 +1062,10 @@ func lowerASCII(name string) string {
 
 // bracket: "[INST]", "[/INST]", "[SYS]", "[SYSTEM]" and markdown links
 // whose URL carries a placeholder for data.
-func bracket(t string, i int) Finding {
+func bracket(t string, i int) hit {
 	for _, tok := range []string{"[INST]", "[/INST]", "[SYS]", "[/SYS]", "[SYSTEM]"} {
 		if len(t)-i >= len(tok) && t[i:i+len(tok)] == tok {
-			return Finding{Kind: KindInjection, Rule: ruleTemplate, Start: i, End: i + len(tok)}
+			return hit{kind: KindInjection, rule: ruleTemplate, start: i, end: i + len(tok)}
 		}
 	}
 	return markdown(t, i, false)
@@ -1036,7 +1080,7 @@ var exfilParams = []string{"data", "secret", "secrets", "conversation", "chat", 
 // An image whose URL has a query carrying a placeholder ({...}, <...>,
 // $VAR), a data-named parameter or a long encoded value, or a link whose
 // URL carries a placeholder, is a finding: rendering it sends the data.
-func markdown(t string, i int, image bool) Finding {
+func markdown(t string, i int, image bool) hit {
 	close := -1
 	for j := i + 1; j < len(t) && j < i+256; j++ {
 		if t[j] == ']' {
@@ -1044,15 +1088,15 @@ func markdown(t string, i int, image bool) Finding {
 			break
 		}
 		if t[j] == '\n' || t[j] == '[' {
-			return none
+			return noHit
 		}
 	}
 	if close < 0 || close+1 >= len(t) || t[close+1] != '(' {
-		return none
+		return noHit
 	}
 	u := close + 2
 	if !hasFoldAt(t, u, "http://") && !hasFoldAt(t, u, "https://") {
-		return none
+		return noHit
 	}
 	end, q := u, -1
 	for end < len(t) && end < u+4096 && t[end] != ')' && t[end] != ' ' && t[end] != '\n' {
@@ -1062,7 +1106,7 @@ func markdown(t string, i int, image bool) Finding {
 		end++
 	}
 	if q < 0 {
-		return none
+		return noHit
 	}
 	start := i
 	if image {
@@ -1076,15 +1120,15 @@ func markdown(t string, i int, image bool) Finding {
 	for k := 0; k < len(query); k++ {
 		switch query[k] {
 		case '{', '}', '<', '>', '$', '[':
-			return Finding{Kind: kind, Rule: rule, Start: start, End: end}
+			return hit{kind: kind, rule: rule, start: start, end: end}
 		case '%':
 			if hasFoldAt(query, k, "%7b") || hasFoldAt(query, k, "%3c") || hasFoldAt(query, k, "%24") {
-				return Finding{Kind: kind, Rule: rule, Start: start, End: end}
+				return hit{kind: kind, rule: rule, start: start, end: end}
 			}
 		}
 	}
 	if !image {
-		return none
+		return noHit
 	}
 	// Each parameter: a data-named one, or a value of 48 or more bytes.
 	for p := 0; p < len(query); {
@@ -1101,11 +1145,11 @@ func markdown(t string, i int, image bool) Finding {
 			}
 		}
 		if val != "" && (inSet(name, exfilParams) || len(val) >= 48) {
-			return Finding{Kind: kind, Rule: rule, Start: start, End: end}
+			return hit{kind: kind, rule: rule, start: start, end: end}
 		}
 		p = e + 1
 	}
-	return none
+	return noHit
 }
 
 // --- invisible characters ---
@@ -1115,9 +1159,9 @@ func markdown(t string, i int, image bool) Finding {
 // most seven tags ending with U+E007F), or a run of two or more variation
 // selectors U+E0100–U+E01EF (F3 A0 84–87 xx), which carry bytes of hidden
 // text.
-func tagChars(t string, i int) Finding {
+func tagChars(t string, i int) hit {
 	if i+3 >= len(t) || t[i+1] != 0xa0 {
-		return none
+		return noHit
 	}
 	isTag := func(j int) bool {
 		return j+3 < len(t) && t[j] == 0xf3 && t[j+1] == 0xa0 && (t[j+2] == 0x80 || t[j+2] == 0x81)
@@ -1127,7 +1171,7 @@ func tagChars(t string, i int) Finding {
 	}
 	switch {
 	case i >= 4 && (isTag(i-4) || isVS(i-4)):
-		return none // inside a run already judged at its start
+		return noHit // inside a run already judged at its start
 	case isTag(i):
 		end, n := i, 0
 		for isTag(end) {
@@ -1136,9 +1180,9 @@ func tagChars(t string, i int) Finding {
 		}
 		flag := i >= 4 && t[i-4:i] == "\U0001F3F4" && n <= 7 && t[end-4:end] == "\U000E007F"
 		if flag {
-			return none
+			return noHit
 		}
-		return Finding{Kind: KindHidden, Rule: ruleTagChars, Start: i, End: end}
+		return hit{kind: KindHidden, rule: ruleTagChars, start: i, end: end}
 	case isVS(i):
 		end, n := i, 0
 		for isVS(end) {
@@ -1146,10 +1190,10 @@ func tagChars(t string, i int) Finding {
 			n++
 		}
 		if n >= 2 {
-			return Finding{Kind: KindHidden, Rule: ruleTagChars, Start: i, End: end}
+			return hit{kind: KindHidden, rule: ruleTagChars, start: i, end: end}
 		}
 	}
-	return none
+	return noHit
 }
 
 // invisibleAt returns the length of the invisible control at t[j] (zero
@@ -1188,10 +1232,10 @@ func invisibleAt(t string, j int) (n int, soft bool) {
 // around the run are ASCII (or the string's ends), and for a joiner or a
 // directional mark, letters on both sides. Emoji sequences (ZWJ between
 // emoji) and right-to-left text keep theirs.
-func invisible(t string, i int) Finding {
+func invisible(t string, i int) hit {
 	n, soft := invisibleAt(t, i)
 	if n == 0 {
-		return none
+		return noHit
 	}
 	end := i + n
 	for {
@@ -1205,12 +1249,12 @@ func invisible(t string, i int) Finding {
 	before := i == 0 || t[i-1] < 0x80
 	after := end == len(t) || t[end] < 0x80
 	if !before || !after {
-		return none
+		return noHit
 	}
 	if soft && !(i > 0 && isAlnum(t[i-1]) && end < len(t) && isAlnum(t[end])) {
-		return none
+		return noHit
 	}
-	return Finding{Kind: KindHidden, Rule: ruleInvisible, Start: i, End: end}
+	return hit{kind: KindHidden, rule: ruleInvisible, start: i, end: end}
 }
 
 // --- encoded payloads ---
@@ -1238,19 +1282,19 @@ func printable(b []byte) bool {
 // bytes are decoded and scanned by the threat detectors. A threat inside
 // makes the whole blob one finding of that threat's kind, rule
 // "encoded-base64" or "encoded-hex".
-func (s *Scanner) blob(t string, ws, we int) Finding {
+func (s *Scanner) blob(t string, ws, we int) hit {
 	if ws > 0 && (isB64(t[ws-1]) || t[ws-1] == '-' || t[ws-1] == '_') {
-		return none
+		return noHit
 	}
 	// Hex: the word itself. Its first byte is tried before the whole
 	// word is read: random hex (a hash) rarely starts with text.
 	if hi, ok := hexVal(t[ws]); ok && we-ws >= minBlob && (we-ws)%2 == 0 && (hi == 2 || hi >= 3 && hi <= 7 || hi == 0) && run(t[ws:we], isHex) == we-ws {
 		// Random hex (a hash) fails at once: its bytes are rarely all text.
-		for k := ws; k < ws+2*probeDecoded; k += 2 {
+		for k := ws; k+1 < we && k < ws+2*probeDecoded; k += 2 {
 			hi, _ := hexVal(t[k])
 			lo, _ := hexVal(t[k+1])
 			if b := hi<<4 | lo; (b < 0x20 || b > 0x7e) && b != '\n' && b != '\r' && b != '\t' {
-				return none
+				return noHit
 			}
 		}
 		n := min((we-ws)/2, maxBlobText)
@@ -1269,7 +1313,7 @@ func (s *Scanner) blob(t string, ws, we int) Finding {
 		end++
 	}
 	if body-ws < minBlob {
-		return none
+		return noHit
 	}
 	enc := base64.RawStdEncoding
 	if url {
@@ -1277,11 +1321,11 @@ func (s *Scanner) blob(t string, ws, we int) Finding {
 	}
 	var probe [probeDecoded + 3]byte
 	if _, err := enc.Decode(probe[:3], unsafe.Slice(unsafe.StringData(t[ws:]), 4)); err != nil || !printable(probe[:3]) {
-		return none
+		return noHit
 	}
 	chars := probeDecoded / 3 * 4
 	if _, err := enc.Decode(probe[:], unsafe.Slice(unsafe.StringData(t[ws:]), chars)); err != nil || !printable(probe[:probeDecoded]) {
-		return none
+		return noHit
 	}
 	chars = min(body-ws, maxBlobText/3*4)
 	chars -= chars % 4
@@ -1292,7 +1336,7 @@ func (s *Scanner) blob(t string, ws, we int) Finding {
 }
 
 // decoded decodes a blob with dec into a pooled buffer and scans it.
-func (s *Scanner) decoded(t string, ws, end int, rule string, dec func(dst []byte) int) Finding {
+func (s *Scanner) decoded(t string, ws, end int, rule string, dec func(dst []byte) int) hit {
 	bp, _ := s.bufs.Get().(*[]byte)
 	if bp == nil {
 		b := make([]byte, maxBlobText+4)
@@ -1300,10 +1344,10 @@ func (s *Scanner) decoded(t string, ws, end int, rule string, dec func(dst []byt
 	}
 	n := dec(*bp)
 	txt := unsafe.String(unsafe.SliceData(*bp), n) // read only, during this call
-	f := s.threatsOnly(txt)
+	h := s.threatsOnly(txt)
 	s.bufs.Put(bp)
-	if f.Start < 0 {
-		return none
+	if h.start < 0 {
+		return noHit
 	}
-	return Finding{Kind: f.Kind, Rule: rule, Start: ws, End: end}
+	return hit{kind: h.kind, rule: rule, start: ws, end: end}
 }

@@ -13,11 +13,17 @@
 // The work is linear in the document, and Scan allocates nothing when it
 // finds nothing and is given a dst with room.
 //
+// With Options.Kinds asking for them, the same pass also finds the threat
+// kinds (Kind.Threat; inject.go): prompt injection, hidden text,
+// exfiltration directives and tool shadowing, with a base64 or hex blob
+// that decodes to text decoded once and checked; a caller that does not
+// ask pays nothing for them.
+//
 // What a finding means is up to the caller: Kind.Sensitive tells the kinds
 // that block a message (credentials, cards, SSNs); the others are personal
 // data that callers mask or log. Redact replaces findings by markers.
 // See docs/design/scan.md for the rules, the measured precision and recall,
-// and what is out of reach.
+// and what is out of reach; docs/design/threats.md for the threat kinds.
 package scan
 
 import (

@@ -63,7 +63,9 @@ func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
 		if wordASCII[c] {
 			// A word (ASCII letters, digits, '_'): findings start only at
 			// its first byte, so the rest of it is passed over at once.
-			f = none
+			// Only Start says "none" here: each detector that matches
+			// sets the whole of f.
+			f.Start = -1
 			switch {
 			case tr&trDigit != 0:
 				if numberStart(t, i) {
@@ -87,9 +89,11 @@ func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
 				if n := i + 1 - ws; !s.threat || n < 16 && !maybeCue(t, ws, i+1) && !(i+2 < len(t) && (t[i+1] == '+' || t[i+1] == '/') && b64Next(t, ws, i+1)) {
 					continue
 				}
-				if f = s.word(t, ws, i+1, true); f.Start < 0 {
+				h := s.wordHit(t, ws, i+1, true)
+				if h.start < 0 {
 					continue
 				}
+				f = Finding{Kind: h.kind, Rule: h.rule, Start: h.start, End: h.end}
 			}
 		} else {
 			switch {
@@ -124,7 +128,11 @@ func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
 				if !s.threat {
 					continue
 				}
-				f = s.mark(t, i)
+				h := s.markHit(t, i)
+				if h.start < 0 {
+					continue
+				}
+				f = Finding{Kind: h.kind, Rule: h.rule, Start: h.start, End: h.end}
 			}
 		}
 		if f.Start < 0 {
