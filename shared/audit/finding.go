@@ -1,7 +1,8 @@
 package audit
 
 // Finding is one kind of sensitive content a check found in a call and
-// what it did about it: where ("arguments" or "result"), the kind
+// what it did about it: where ("arguments", "result", or "tool" for the
+// called tool's definition), the kind
 // ("card", "ssn", "credential", "email", ...), the detector's rule id and
 // the action ("blocked", "redacted" or "logged"). It never holds the
 // value that was found.
@@ -16,6 +17,7 @@ type Finding struct {
 const (
 	AtArguments = "arguments"
 	AtResult    = "result"
+	AtTool      = "tool" // the called tool's definition (poisoning)
 )
 
 // What a check did with a finding.

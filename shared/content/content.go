@@ -52,7 +52,7 @@
 // masks what it would have refused, as redact does.
 //
 // Every finding is recorded on the call (pipeline.Call.Found, the audit
-// record's findings): where ("arguments", "result", or AtTool for the
+// record's findings): where ("arguments", "result", or audit.AtTool for the
 // called tool's definition), kind, rule id and action, never the value.
 // Each setting is the deployment's (environment) unless the tenant
 // overrides it (registry.Tenant.Content).
@@ -81,10 +81,6 @@ const (
 	off     = "off"
 	redact  = "redact"
 )
-
-// AtTool is the audit finding's At for a finding in the called tool's
-// definition (beside audit.AtArguments and audit.AtResult).
-const AtTool = "tool"
 
 // Options configure New.
 type Options struct {
@@ -287,7 +283,7 @@ func (k *Check) tool(ctx context.Context, c *pipeline.Call, a registry.ContentAc
 		k.o.Logger.WarnContext(ctx, "pins unreadable; definition not compared with its pin", "tenant", c.Tenant.ID, "server", server, "tool", c.UpstreamTool, "err", err)
 	}
 	if changed {
-		c.Found(audit.Finding{At: AtTool, Kind: KindRugPull, Rule: RuleChangedSpec, Action: act})
+		c.Found(audit.Finding{At: audit.AtTool, Kind: KindRugPull, Rule: RuleChangedSpec, Action: act})
 		attrs := []any{"tenant", c.Tenant.ID, "server", server, "tool", c.UpstreamTool, "pinned", pinned, "new", v.PinHash}
 		if a.Threat == block {
 			k.o.Logger.WarnContext(ctx, "tool definition changed since it was pinned; call refused (THREAT_MODE=block)", attrs...)
@@ -299,7 +295,7 @@ func (k *Check) tool(ctx context.Context, c *pipeline.Call, a registry.ContentAc
 		return nil
 	}
 	for _, f := range v.Findings {
-		c.Found(audit.Finding{At: AtTool, Kind: f.Kind.String(), Rule: f.Rule, Action: act})
+		c.Found(audit.Finding{At: audit.AtTool, Kind: f.Kind.String(), Rule: f.Rule, Action: act})
 	}
 	if a.Threat == block {
 		k.o.Logger.WarnContext(ctx, "poisoned tool definition; call refused (THREAT_MODE=block)", k.o.poisonAttrs(c.Tenant.ID, server, c.UpstreamTool, v)...)

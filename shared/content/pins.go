@@ -15,7 +15,7 @@ import (
 const DefaultPinRefresh = 5 * time.Second
 
 // Audit finding of a definition that changed since it was pinned (at
-// AtTool).
+// audit.AtTool).
 const (
 	KindRugPull     = "rug-pull"
 	RuleChangedSpec = "definition-changed"

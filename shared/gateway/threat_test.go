@@ -194,7 +194,7 @@ func TestThreatPoisonedTool(t *testing.T) {
 		if rec.Code != -32051 || rec.Word != "TOOL_POISONING" || rec.Outcome != audit.OutcomeRefused {
 			t.Fatalf("record %+v", rec)
 		}
-		if got := rulesOf(rec, content.AtTool, audit.ActionBlocked); len(got) == 0 {
+		if got := rulesOf(rec, audit.AtTool, audit.ActionBlocked); len(got) == 0 {
 			t.Fatalf("audit findings %+v", rec.Findings)
 		}
 		if !strings.Contains(e.logs(), "left out of tools/list") {
@@ -231,7 +231,7 @@ func TestThreatPoisonedTool(t *testing.T) {
 				t.Fatalf("upstream got %d calls of add, want 1", n)
 			}
 			rec := e.lastRecord(t)
-			if rec.Outcome != audit.OutcomeAllowed || len(rulesOf(rec, content.AtTool, audit.ActionLogged)) == 0 {
+			if rec.Outcome != audit.OutcomeAllowed || len(rulesOf(rec, audit.AtTool, audit.ActionLogged)) == 0 {
 				t.Fatalf("record %+v", rec)
 			}
 			if !strings.Contains(e.logs(), "THREAT_MODE=monitor") {
@@ -408,7 +408,7 @@ func TestThreatRugPull(t *testing.T) {
 			t.Fatalf("the changed tool was called: %d calls", n)
 		}
 		rec := e.lastRecord(t)
-		if rec.Code != -32051 || !slices.Equal(rulesOf(rec, content.AtTool, audit.ActionBlocked), []string{"definition-changed"}) {
+		if rec.Code != -32051 || !slices.Equal(rulesOf(rec, audit.AtTool, audit.ActionBlocked), []string{"definition-changed"}) {
 			t.Fatalf("record %+v", rec)
 		}
 
@@ -454,7 +454,7 @@ func TestThreatRugPull(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := e.lastRecord(t)
-		if rec.Outcome != audit.OutcomeAllowed || !slices.Equal(rulesOf(rec, content.AtTool, audit.ActionLogged), []string{"definition-changed"}) {
+		if rec.Outcome != audit.OutcomeAllowed || !slices.Equal(rulesOf(rec, audit.AtTool, audit.ActionLogged), []string{"definition-changed"}) {
 			t.Fatalf("record %+v", rec)
 		}
 		if !strings.Contains(e.logs(), "changed since it was pinned; listed (THREAT_MODE=monitor)") {
