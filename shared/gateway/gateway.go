@@ -115,7 +115,8 @@ type Gateway struct {
 	b      backend.Backend
 	reg    registry.Reader // b, or a per-process cache over it
 	auth   *auth.Authenticator
-	cat    *route.Catalog
+	cat    *route.Catalog // tools
+	cats   route.Catalogs // tools, prompts, resources, templates
 	up     *upstream.Client
 	ledger *idempotency.Ledger
 	pipe   *pipeline.Pipeline
@@ -176,7 +177,13 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	}
 	g.auth = auth.NewAuthenticator(g.reg, s.Served)
 	g.up = &upstream.Client{HTTP: g.o.HTTP, Timeout: s.UpstreamTimeout, MaxRetries: s.UpstreamMaxRetries, Creds: g.o.Credentials}
-	g.cat = route.NewCatalog(g.reg, lister{g.up}, g.o.CatalogTTL, g.o.Now)
+	g.cat = route.NewCatalog(g.reg, toolLister(g.up), g.o.CatalogTTL, g.o.Now)
+	g.cats = route.Catalogs{
+		Tools:     g.cat,
+		Prompts:   route.NewCatalog(g.reg, promptLister(g.up), g.o.CatalogTTL, g.o.Now),
+		Resources: route.NewCatalog(g.reg, resourceLister(g.up), g.o.CatalogTTL, g.o.Now),
+		Templates: route.NewCatalog(g.reg, templateLister(g.up), g.o.CatalogTTL, g.o.Now),
+	}
 	g.ledger = idempotency.New(idempotency.Options{Store: b, LeaseTTL: 5*s.UpstreamTimeout + 10*time.Second, Now: g.o.Now})
 	var err error
 	if g.content.check, g.content.results, err = content.New(content.Options{Defaults: s.Content(), Logger: g.o.Logger, Pins: b, Now: g.o.Now}); err != nil {
@@ -240,7 +247,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type endpoint struct {
 	invoke, mcp bool
-	server      string // /mcp/{server}
+	server      string  // /mcp/{server}
+	out         *stream // the answer on /mcp, which may become an event stream; nil on /v1/invoke
 }
 
 func allow(ep endpoint) string {
@@ -361,6 +369,10 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		return
 	}
 	if derr != nil {
+		if resp, ok := jsonrpc.DecodeResponse(body); ok && ep.mcp && jsonrpc.Member(body, "method") == nil {
+			g.clientAnswer(ctx, w, r, ep, key, tenant, corr, body, resp)
+			return
+		}
 		writeFrame(w, http.StatusOK, refusal.Frame(derr.ID, refusal.Decode(derr), refusal.LayerGateway))
 		return
 	}
@@ -372,6 +384,10 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 	if req.IsNotification() {
 		w.WriteHeader(http.StatusAccepted)
 		return
+	}
+	if ep.mcp {
+		ep.out = newStream(w)
+		w = ep.out
 	}
 	c := &pipeline.Call{
 		Tenant:          tenant,
@@ -399,10 +415,11 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 // dispatch answers one request: the stages of its scope first (the stage
 // table holds the order: session, params, ..., route), then the method.
 func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
-	switch c.Method {
-	case "tools/call":
-		g.toolsCall(ctx, w, r, ep, c)
+	if pipeline.ScopeOf(c.Method)&pipeline.Decided != 0 {
+		g.decided(ctx, w, r, ep, c)
 		return
+	}
+	switch c.Method {
 	case "initialize":
 		if !ep.mcp {
 			writeRefusal(w, c.ID, refusal.Unknown("initialize (served on /mcp)"), "", c.Method)
@@ -416,13 +433,24 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 		g.refuse(w, ep, c, err)
 		return
 	}
+	if l, ok := g.listOf(c.Method); ok {
+		g.list(ctx, w, ep, c, l)
+		return
+	}
 	switch c.Method {
 	case "initialize":
 		g.initialize(w, c)
 	case "ping":
 		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, json.RawMessage(`{}`)))
-	case "tools/list":
-		g.toolsList(ctx, w, ep, c)
+	case "resources/subscribe", "resources/unsubscribe":
+		g.relay(ctx, w, ep, c, []registry.Server{*c.Server})
+	case "logging/setLevel":
+		servers, err := g.cat.Servers(ctx, c.Tenant.ID, ep.server)
+		if err != nil {
+			g.internal(w, c, err)
+			return
+		}
+		g.relay(ctx, w, ep, c, servers)
 	default:
 		writeRefusal(w, c.ID, refusal.Unknown(c.Method), "", c.Method)
 	}

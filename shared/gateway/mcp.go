@@ -70,9 +70,21 @@ func (g *Gateway) initialize(w http.ResponseWriter, c *pipeline.Call) {
 	}
 	res, _ := json.Marshal(map[string]any{
 		"protocolVersion": version,
-		"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
+		"capabilities":    serverCapabilities,
 		"serverInfo":      map[string]string{"name": "aegis", "version": g.o.Version},
-		"instructions":    "aegis gateway: tools of your tenant's MCP servers, checked and audited.",
+		"instructions":    "aegis gateway: the tools, prompts and resources of your tenant's MCP servers, checked and audited.",
 	})
 	writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, res))
+}
+
+// serverCapabilities are what the gateway announces in initialize, on /mcp
+// and /mcp/{server} alike: everything it carries (docs/protocol.md). A
+// method that an upstream does not serve gets that upstream's own answer
+// (or, for a list, that server contributes nothing).
+var serverCapabilities = map[string]any{
+	"tools":       map[string]any{"listChanged": true},
+	"prompts":     map[string]any{"listChanged": true},
+	"resources":   map[string]any{"subscribe": true, "listChanged": true},
+	"completions": map[string]any{},
+	"logging":     map[string]any{},
 }

@@ -46,6 +46,14 @@ type Call struct {
 	UpstreamTool    string          // the tool's name on its server
 	ToolDef         json.RawMessage // the tool's definition as its server lists it
 	Settings        registry.ToolSettings
+	// Target is what a request other than tools/call names on its server,
+	// as that server knows it: a prompt's name or a resource's URI
+	// (resources/read, prompts/get, completion/complete,
+	// resources/subscribe and unsubscribe). For those requests Tool and
+	// UpstreamTool carry it with its kind ("prompt:NAME",
+	// "resource:URI"; route.Named), so that rate windows, kill switches
+	// and the audit trail never take it for a tool of the same name.
+	Target string
 
 	IdempotencyKey string
 	PolicyHash     string // hash of the policy set in force (audit)
@@ -295,7 +303,7 @@ func (p *Pipeline) Slots() []Slot {
 }
 
 // Run passes c through every request-side stage of its scope, in order,
-// until one refuses. For a decided request (tools/call) the prefetchers
+// until one refuses. For a decided request (tools/call, a read) the prefetchers
 // start together first, resolvers ahead of the others; verdicts are still
 // taken in order. When a stage refuses, what every prefetcher took for the
 // call is given back before Run returns.
@@ -322,7 +330,7 @@ type started struct {
 func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
 	scope := ScopeOf(c.Method)
 	var pre []started
-	if scope == Decided && stop == numSlots {
+	if scope&Decided != 0 && stop == numSlots {
 		pre = p.prefetch(ctx, c, scope)
 	}
 	for i := range p.stages {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/ratelimit"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -140,6 +141,11 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 // ceiling refuses is deleted again.
 func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) func() error {
 	r := session.Record{ID: NewID(), Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
+	if c.Method == "initialize" {
+		if caps := jsonrpc.Member(c.Params, "capabilities"); len(caps) > 0 && caps[0] == '{' && len(caps) <= session.MaxCapabilitiesBytes {
+			r.Capabilities = string(caps)
+		}
+	}
 	c.SessionID, c.NewSession = r.ID, true
 	owner := c.KeyID
 	if owner == "" {

@@ -72,12 +72,15 @@ func (c *Client) discover(ctx context.Context, srv *registry.Server) (Session, b
 
 // modernMeta adds the SEP-2575 _meta members to params (members the client
 // already set are kept).
-func (c *Client) modernMeta(params json.RawMessage, protocol string) json.RawMessage {
+func (c *Client) modernMeta(params json.RawMessage, protocol string, caps json.RawMessage) json.RawMessage {
 	v, _ := json.Marshal(protocol)
 	params = SetMeta(params, MetaProtocolVersion, v)
 	info, _ := json.Marshal(map[string]string{"name": c.name(), "version": "1"})
 	params = SetMeta(params, MetaClientInfo, info)
-	return SetMeta(params, MetaClientCapabilities, json.RawMessage(`{}`))
+	if len(caps) == 0 || caps[0] != '{' {
+		caps = json.RawMessage(`{}`)
+	}
+	return SetMeta(params, MetaClientCapabilities, caps)
 }
 
 // SetMeta returns params with params._meta[key] = val, unless _meta already

@@ -12,10 +12,9 @@ import (
 
 // readSSE reads a text/event-stream body until the event that carries the
 // JSON-RPC response for id, and returns that event's data. Other events
-// (progress and logging notifications, server-to-client requests) are
-// dropped: API Gateway cannot stream them to the client, and a server
-// request cannot be answered through a gateway that returns one JSON reply.
-func readSSE(r io.Reader, id json.RawMessage) ([]byte, error) {
+// with data (progress and logging notifications, server-to-client
+// requests) are given to on, in order, each a copy; nil drops them.
+func readSSE(r io.Reader, id json.RawMessage, on func([]byte)) ([]byte, error) {
 	bp := scanBufs.Get().(*[]byte)
 	defer scanBufs.Put(bp)
 	sc := bufio.NewScanner(r)
@@ -27,6 +26,9 @@ func readSSE(r io.Reader, id json.RawMessage) ([]byte, error) {
 			if len(data) > 0 {
 				if resp, ok := jsonrpc.DecodeResponse(data); ok && sameID(resp.ID, id) {
 					return data, nil
+				}
+				if on != nil && json.Valid(data) {
+					on(bytes.Clone(data))
 				}
 			}
 			data = data[:0]
