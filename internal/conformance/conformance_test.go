@@ -112,7 +112,11 @@ func TestSuite(t *testing.T) {
 			}
 			for _, target := range targets[1:] {
 				if sc, ok := tab[target][name]; ok && !sc.Passed {
-					t.Logf("%s %s %s: %s", v.spec, target, name, strings.Join(sc.Failed, "; "))
+					msg := strings.Join(sc.Failed, "; ")
+					if len(msg) > 400 {
+						msg = msg[:400] + "..."
+					}
+					t.Logf("%s %s %s: %s", v.spec, target, name, msg)
 				}
 			}
 		}

@@ -65,7 +65,7 @@ func (g *Gateway) list(ctx context.Context, w http.ResponseWriter, ep endpoint, 
 		n++
 	}
 	out = append(out, "]}"...)
-	writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, out))
+	writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, complete(c, out)))
 }
 
 // listKind is one of the lists: its catalog, the result's array member,
@@ -306,7 +306,8 @@ func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Reques
 		uctx, span = g.o.Tracer.StartUpstream(dctx, c.Server.Name, c.UpstreamTool)
 	}
 	*sent = true // from here on the call may reach the upstream
-	resp, _, err := g.up.Call(uctx, ex)
+	resp, used, err := g.up.Call(uctx, ex)
+	g.endTransient(c, c.Server, used)
 	if span != nil {
 		g.o.Tracer.EndUpstream(span, resp, err)
 	}
@@ -404,4 +405,19 @@ func (g *Gateway) exchange(c *pipeline.Call, srv *registry.Server, ep endpoint, 
 		ex.OnEvent = func(msg []byte) { out.Event(relayMessage(name, msg)) }
 	}
 	return ex
+}
+
+// endTransient ends, in the background, an upstream session opened for a
+// request that belongs to no gateway session (a 2026-07-28 client in front
+// of a 2025 upstream): nobody could continue it, so the upstream need not
+// keep it.
+func (g *Gateway) endTransient(c *pipeline.Call, srv *registry.Server, used upstream.Session) {
+	if c.SessionID != "" || used.ID == "" {
+		return
+	}
+	go func() {
+		if err := g.up.End(context.Background(), srv, used); err != nil {
+			g.o.Logger.Warn("transient upstream session not ended; left to its idle expiry", "correlation_id", c.CorrelationID, "server", srv.Name, "err", err)
+		}
+	}()
 }

@@ -376,8 +376,10 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		writeFrame(w, http.StatusOK, refusal.Frame(derr.ID, refusal.Decode(derr), refusal.LayerGateway))
 		return
 	}
+	var modern bool
 	if ep.mcp {
-		if ok := g.mcpHeaders(w, r, req); !ok {
+		var ok bool
+		if modern, ok = g.mcpHeaders(w, r, req); !ok {
 			return
 		}
 	}
@@ -404,9 +406,19 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		Inline:          g.b.InProcess(),
 		MCP:             ep.mcp,
 	}
-	if ep.mcp {
+	switch {
+	case modern:
+		// Stateless: no gateway session. What a session record would hold
+		// for the upstream, the client's capabilities, comes with the
+		// request.
+		c.Stateless = true
+		caps := jsonrpc.Member(jsonrpc.Member(req.Params, "_meta"), upstream.MetaClientCapabilities)
+		if len(caps) > 0 && caps[0] == '{' && len(caps) <= session.MaxCapabilitiesBytes {
+			c.Session.Capabilities = string(caps)
+		}
+	case ep.mcp:
 		c.SessionID = r.Header.Get("Mcp-Session-Id")
-	} else {
+	default:
 		c.SessionID = r.Header.Get("X-Session-ID")
 	}
 	g.dispatch(ctx, w, r, ep, c)
@@ -425,6 +437,10 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 			writeRefusal(w, c.ID, refusal.Unknown("initialize (served on /mcp)"), "", c.Method)
 			return
 		}
+		if c.Stateless {
+			writeRefusal(w, c.ID, refusal.New(refusal.InvalidRequest, "Invalid request: initialize is not part of MCP 2026-07-28; send requests with their _meta, or speak 2025-11-25"), "", c.Method)
+			return
+		}
 		c.SessionID = "" // initialize always opens a new session
 	}
 	err := g.pipe.Run(ctx, c)
@@ -441,7 +457,9 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 	case "initialize":
 		g.initialize(w, c)
 	case "ping":
-		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, json.RawMessage(`{}`)))
+		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, complete(c, json.RawMessage(`{}`))))
+	case "server/discover":
+		g.discover(w, c)
 	case "resources/subscribe", "resources/unsubscribe":
 		g.relay(ctx, w, ep, c, []registry.Server{*c.Server})
 	case "logging/setLevel":

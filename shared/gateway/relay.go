@@ -41,7 +41,8 @@ func (g *Gateway) relay(ctx context.Context, w http.ResponseWriter, ep endpoint,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, _, err := g.up.Call(ctx, g.exchange(c, &servers[i], ep, params))
+			resp, used, err := g.up.Call(ctx, g.exchange(c, &servers[i], ep, params))
+			g.endTransient(c, &servers[i], used)
 			answers[i] = answer{resp, err}
 		}()
 	}

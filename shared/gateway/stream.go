@@ -36,8 +36,16 @@ func newStream(w http.ResponseWriter) *stream {
 	return &stream{w: w, rc: http.NewResponseController(w)}
 }
 
-// Header implements http.ResponseWriter.
-func (s *stream) Header() http.Header { return s.w.Header() }
+// Header implements http.ResponseWriter. Once the event stream has begun
+// its headers are sent; what is set after goes nowhere.
+func (s *stream) Header() http.Header {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sse {
+		return http.Header{}
+	}
+	return s.w.Header()
+}
 
 // WriteHeader implements http.ResponseWriter: the status of a JSON answer;
 // ignored once the event stream has begun.

@@ -82,6 +82,12 @@ type Call struct {
 	// MCP: the request came over MCP Streamable HTTP (/mcp, /mcp/{server}),
 	// where a session must have been opened by initialize.
 	MCP bool
+	// Stateless: an MCP 2026-07-28 request (SEP-2575), which belongs to no
+	// session: the session stage neither mints nor touches one, and
+	// SessionID stays empty (rate windows are the API key's).
+	// Session.Capabilities holds the capabilities the request's _meta
+	// announces.
+	Stateless bool
 
 	// Degraded lists the fail-open stages that could not decide and let
 	// the call through (audit: degraded).

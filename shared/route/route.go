@@ -425,7 +425,7 @@ func (k *Check) resolve(ctx context.Context, c *pipeline.Call) error {
 				return refusal.Upstream("could not list the tools of " + se.Server)
 			}
 		}
-		return refusal.Unknown("tool " + c.Tool)
+		return unknown(ctx, k.cat, c, "tool", c.Tool)
 	}
 	c.Server = e.Server
 	c.UpstreamTool = e.Tool.Name

@@ -118,7 +118,28 @@ func (k *Check) resolveTarget(ctx context.Context, c *pipeline.Call) error {
 	if c.RequestedServer != "" {
 		return k.sendAsNamed(ctx, c, t)
 	}
-	return refusal.Unknown(t.kind + " " + t.name)
+	return unknown(ctx, cats[0], c, t.kind, t.name)
+}
+
+// unknown is the -32601 for a kind's name that the tenant's view does not
+// expose. When servers share the name (so the view exposes it only as
+// "server.name"), the message names those choices.
+func unknown(ctx context.Context, cat *Catalog, c *pipeline.Call, kind, name string) error {
+	var choices []string
+	if cat != nil {
+		if view, _, err := cat.View(ctx, c.Tenant.ID, c.RequestedServer); err == nil {
+			for _, e := range view {
+				if e.Tool.Name == name && e.Name != name {
+					choices = append(choices, e.Name)
+				}
+			}
+		}
+	}
+	if len(choices) == 0 {
+		return refusal.Unknown(kind + " " + name)
+	}
+	sort.Strings(choices)
+	return refusal.Unknown(kind + " " + name + " (several servers have it: call one of " + strings.Join(choices, ", ") + ")")
 }
 
 // byTemplate routes a resource URI by the resource templates that match

@@ -97,6 +97,9 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 // and the store operation runs while they start theirs.
 func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
 	now := k.now()
+	if c.Stateless {
+		return func() error { return nil }, nil
+	}
 	if c.MCP && c.SessionID == "" && pipeline.ScopeOf(c.Method) != pipeline.Opening {
 		return func() error {
 			return refusal.New(refusal.InvalidRequest, "Invalid request: Mcp-Session-Id header is required; send initialize first")

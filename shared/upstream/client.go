@@ -241,8 +241,11 @@ func (c *Client) Send(ctx context.Context, ex *Exchange) (*jsonrpc.Response, htt
 		cred = &injected{header: cr.Header, value: v, scrub: NewScrubber(v)}
 	}
 	params := ex.Params
-	if IsModern(ex.Session.Protocol) && ex.ID != nil {
+	switch {
+	case IsModern(ex.Session.Protocol) && ex.ID != nil:
 		params = c.modernMeta(params, ex.Session.Protocol, ex.Capabilities)
+	case !IsModern(ex.Session.Protocol):
+		params = stripModernMeta(params)
 	}
 	body := ex.Body
 	if body == nil {

@@ -130,3 +130,31 @@ func standardHeaders(h http.Header, method string, params, toolDef json.RawMessa
 		h.Set("Mcp-Name", v)
 	}
 }
+
+// stripModernMeta returns params without the SEP-2575 _meta members
+// (protocol version, client info, capabilities) that a 2026-07-28 client
+// sent: a server of an earlier version that sees them takes the request
+// for a 2026-07-28 one (the Go SDK's stateful server refuses it with
+// -32022). Other _meta members (progressToken, ...) are kept; a _meta
+// left empty is removed. The input is never modified.
+func stripModernMeta(params json.RawMessage) json.RawMessage {
+	meta := jsonrpc.Member(params, "_meta")
+	if len(meta) == 0 || meta[0] != '{' {
+		return params
+	}
+	out := meta
+	for _, k := range []string{MetaProtocolVersion, MetaClientInfo, MetaClientCapabilities} {
+		if jsonrpc.Member(out, k) != nil {
+			out = jsonrpc.Edit(out, k, nil)
+		}
+	}
+	if len(out) == len(meta) {
+		return params
+	}
+	empty := true
+	jsonrpc.Members(out, func(string, json.RawMessage) { empty = false })
+	if empty {
+		return jsonrpc.Edit(params, "_meta", nil)
+	}
+	return jsonrpc.Edit(params, "_meta", out)
+}
