@@ -298,7 +298,7 @@ func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Reques
 		}
 		return nil, ns
 	}
-	ex := g.exchange(c, c.Server, ep, params)
+	ex, settle := g.exchange(c, c.Server, ep, params)
 	ex.Header, ex.ToolDef = hdr, c.ToolDef
 	uctx := dctx
 	var span trace.Span
@@ -312,6 +312,7 @@ func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Reques
 		g.o.Tracer.EndUpstream(span, resp, err)
 	}
 	sctx := st.ctx()
+	settle(sctx, used)
 	if claim != nil {
 		var lerr error
 		if err != nil {
@@ -378,25 +379,43 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, 
 
 // exchange is c's request to srv on the gateway session's upstream
 // session (opened by the upstream client when there is none, announcing
-// the client's capabilities from the session record, and stored at once,
-// before the request is sent on it: a request of the upstream to the
-// client during the call is answered on it, by whichever instance the
-// answer reaches). Messages of the upstream's event stream before its
-// response go to the client's stream on /mcp (relayMessage), and are
-// dropped on /v1/invoke, which answers with one JSON body.
-func (g *Gateway) exchange(c *pipeline.Call, srv *registry.Server, ep endpoint, params json.RawMessage) *upstream.Exchange {
+// the client's capabilities from the session record). Messages of the
+// upstream's event stream before its response go to the client's stream
+// on /mcp (relayMessage), and are dropped on /v1/invoke, which answers
+// with one JSON body.
+//
+// settle stores the upstream session the exchange used when it changed;
+// the caller calls it after the exchange with a context for the write.
+// When the client announced it can be asked something (sampling,
+// elicitation, roots), an opened session is stored at once instead, before
+// the request is sent on it: the upstream may ask during the call, and the
+// client's answer, which may reach any instance, is sent on that session.
+func (g *Gateway) exchange(c *pipeline.Call, srv *registry.Server, ep endpoint, params json.RawMessage) (ex *upstream.Exchange, settle func(ctx context.Context, used upstream.Session)) {
 	prev, _ := upstream.DecodeSession(c.Session.Upstream[srv.Name])
-	ex := &upstream.Exchange{Server: srv, Session: prev, ID: c.ID, Method: c.Method, Params: params}
+	ex = &upstream.Exchange{Server: srv, Session: prev, ID: c.ID, Method: c.Method, Params: params}
 	if c.Session.Capabilities != "" {
 		ex.Capabilities = json.RawMessage(c.Session.Capabilities)
 	}
+	settle = func(context.Context, upstream.Session) {}
 	if c.SessionID != "" && c.Session.ID != "" {
 		tenant, id, name, corr := c.Tenant.ID, c.SessionID, srv.Name, c.CorrelationID
-		ex.OnSession = func(s upstream.Session) {
-			ctx, cancel := context.WithTimeout(context.Background(), SettleTimeout)
-			defer cancel()
+		store := func(ctx context.Context, s upstream.Session) {
 			if err := g.b.SetUpstream(ctx, tenant, id, name, s.Encode()); err != nil {
 				g.o.Logger.Warn("could not store upstream session", "correlation_id", corr, "err", err)
+			}
+		}
+		stored := prev
+		if asksClient(ex.Capabilities) {
+			ex.OnSession = func(s upstream.Session) {
+				ctx, cancel := context.WithTimeout(context.Background(), SettleTimeout)
+				defer cancel()
+				store(ctx, s)
+				stored = s
+			}
+		}
+		settle = func(ctx context.Context, used upstream.Session) {
+			if used != stored && used.Protocol != "" {
+				store(ctx, used)
 			}
 		}
 	}
@@ -404,7 +423,18 @@ func (g *Gateway) exchange(c *pipeline.Call, srv *registry.Server, ep endpoint, 
 		out, name := ep.out, srv.Name
 		ex.OnEvent = func(msg []byte) { out.Event(relayMessage(name, msg)) }
 	}
-	return ex
+	return ex, settle
+}
+
+// asksClient reports whether client capabilities caps let a server send
+// the client requests (sampling, elicitation, roots).
+func asksClient(caps json.RawMessage) bool {
+	for _, k := range []string{"sampling", "elicitation", "roots"} {
+		if v := jsonrpc.Member(caps, k); v != nil && string(v) != "null" {
+			return true
+		}
+	}
+	return false
 }
 
 // endTransient ends, in the background, an upstream session opened for a

@@ -209,7 +209,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	corr := correlation.ID(r.Header.Get("traceparent"))
 	w.Header().Set(correlation.Header, corr)
 	path := r.URL.Path
-	ctx, cancel := context.WithTimeoutCause(r.Context(), g.o.Settings.UpstreamTimeout+g.o.StoreMargin, errRequestDeadline)
+	timeout := g.o.Settings.UpstreamTimeout + g.o.StoreMargin
+	if r.Method == http.MethodGet {
+		timeout = ListenTimeout // a GET on /mcp is a stream (listen)
+	}
+	ctx, cancel := context.WithTimeoutCause(r.Context(), timeout, errRequestDeadline)
 	defer cancel()
 	ctx = telemetry.WithCorrelationID(ctx, corr)
 	if g.o.Tracer != nil {
@@ -237,6 +241,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost:
 		g.post(w, r, ep, corr)
+	case r.Method == http.MethodGet && ep.mcp && g.canStream(w):
+		g.listen(w, r, ep, corr)
 	case r.Method == http.MethodDelete && ep.mcp:
 		g.deleteSession(w, r, corr)
 	default:

@@ -195,11 +195,25 @@ func TestStreamableHTTPRules(t *testing.T) {
 			}
 		}
 	})
-	t.Run("GET is 405", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodGet, e.URL+"/mcp", nil)
-		req.Header.Set("Authorization", "Bearer "+e.KeyA)
-		if r := do(t, req); r.Status != http.StatusMethodNotAllowed {
-			t.Fatalf("GET: %d", r.Status)
+	t.Run("GET stream refusals", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			hdr  []string
+			want int
+		}{
+			{"no Accept", []string{"Mcp-Session-Id", sid}, http.StatusNotAcceptable},
+			{"no session", []string{"Accept", "text/event-stream"}, http.StatusBadRequest},
+			{"unknown session", []string{"Accept", "text/event-stream", "Mcp-Session-Id", "feedfacefeedfacefeedfacefeedface"}, http.StatusNotFound},
+			{"2026-07-28 has none", []string{"Accept", "text/event-stream", "MCP-Protocol-Version", "2026-07-28"}, http.StatusMethodNotAllowed},
+		} {
+			req, _ := http.NewRequest(http.MethodGet, e.URL+"/mcp", nil)
+			req.Header.Set("Authorization", "Bearer "+e.KeyA)
+			for i := 0; i < len(tc.hdr); i += 2 {
+				req.Header.Set(tc.hdr[i], tc.hdr[i+1])
+			}
+			if r := do(t, req); r.Status != tc.want {
+				t.Errorf("%s: GET %d, want %d", tc.name, r.Status, tc.want)
+			}
 		}
 	})
 	t.Run("notification is 202", func(t *testing.T) {

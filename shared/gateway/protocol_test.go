@@ -287,3 +287,59 @@ func textOf(res *mcp.CallToolResult) string {
 func bearerClient(key string) *http.Client {
 	return &http.Client{Transport: bearer{key: key, base: http.DefaultTransport}}
 }
+
+// TestGetStream: the session's GET stream carries what an upstream sends
+// outside any request: a tools/list_changed (after which the gateway lists
+// the server again, so the new tool is there) and the
+// notifications/resources/updated of a subscription (the everything-server
+// updates test://watched-resource every 3 s).
+func TestGetStream(t *testing.T) {
+	upstreamURL := mcptest.Conformance(t, false)
+	e := newEnv(t, func(_ *config.Settings, m *memstore.Store) {
+		must(t, m.PutServer(context.Background(), registry.Server{Tenant: "acme", Name: "everything", URL: upstreamURL}))
+	})
+	for _, path := range []string{"/mcp", "/mcp/everything"} {
+		t.Run(path, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			changed, updated := make(chan struct{}, 16), make(chan string, 16)
+			client := mcp.NewClient(&mcp.Implementation{Name: "listener", Version: "1"}, &mcp.ClientOptions{
+				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+				ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI },
+			})
+			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.URL + path, HTTPClient: bearerClient(e.KeyA)},
+				&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			must(t, err)
+			defer cs.Close()
+			// The first call opens the upstream session, and the GET
+			// stream the client holds listens on it from its next opening;
+			// a subscription then waits for the stream's updates.
+			must(t, cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "test://watched-resource"}))
+			select {
+			case uri := <-updated:
+				if uri != "test://watched-resource" {
+					t.Fatalf("updated %q", uri)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatalf("no notifications/resources/updated within 15 s; log:\n%s", e.logs())
+			}
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "test_trigger_tool_change"}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-changed:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no notifications/tools/list_changed within 10 s")
+			}
+			tools, err := cs.ListTools(ctx, nil)
+			must(t, err)
+			var found bool
+			for _, tl := range tools.Tools {
+				found = found || tl.Name == "__transient_tool_for_list_changed"
+			}
+			if !found {
+				t.Error("the tool added upstream is not listed after list_changed")
+			}
+		})
+	}
+}

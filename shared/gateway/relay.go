@@ -41,8 +41,12 @@ func (g *Gateway) relay(ctx context.Context, w http.ResponseWriter, ep endpoint,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, used, err := g.up.Call(ctx, g.exchange(c, &servers[i], ep, params))
+			ex, settle := g.exchange(c, &servers[i], ep, params)
+			resp, used, err := g.up.Call(ctx, ex)
 			g.endTransient(c, &servers[i], used)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), SettleTimeout)
+			settle(sctx, used)
+			cancel()
 			answers[i] = answer{resp, err}
 		}()
 	}

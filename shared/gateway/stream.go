@@ -108,6 +108,22 @@ func (s *stream) writeEvent(msg []byte) error {
 	return nil
 }
 
+// Begin begins the event stream at once (a GET stream: the client learns
+// it is open before any event), unless a JSON answer was begun.
+func (s *stream) Begin() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sse || s.json {
+		return
+	}
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	s.w.WriteHeader(http.StatusOK)
+	s.sse = true
+	_ = s.rc.Flush()
+}
+
 // Streaming reports whether the event stream has begun.
 func (s *stream) Streaming() bool {
 	s.mu.Lock()

@@ -331,3 +331,14 @@ func UpstreamParams(c *pipeline.Call) json.RawMessage {
 	}
 	return params
 }
+
+// Forget drops srv's cached list, so that the next request lists it
+// again (its server said the list changed).
+func (c *Catalog) Forget(srv *registry.Server) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, cacheKey(srv))
+}

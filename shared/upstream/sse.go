@@ -63,3 +63,31 @@ var scanBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b 
 func sameID(a, b json.RawMessage) bool {
 	return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b))
 }
+
+// readEvents reads a text/event-stream body to its end, giving on the
+// data of every event, in order, each a copy.
+func readEvents(r io.Reader, on func([]byte)) error {
+	bp := scanBufs.Get().(*[]byte)
+	defer scanBufs.Put(bp)
+	sc := bufio.NewScanner(r)
+	sc.Buffer((*bp)[:0], MaxResponseBytes)
+	var data []byte
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 {
+			if len(data) > 0 && json.Valid(data) {
+				on(bytes.Clone(data))
+			}
+			data = data[:0]
+			continue
+		}
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			v = bytes.TrimPrefix(v, []byte(" "))
+			if len(data) > 0 {
+				data = append(data, '\n')
+			}
+			data = append(data, v...)
+		}
+	}
+	return sc.Err()
+}
