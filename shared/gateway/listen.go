@@ -36,10 +36,8 @@ func (g *Gateway) canStream(w http.ResponseWriter) bool {
 
 // listen serves GET /mcp and /mcp/{server} with Mcp-Session-Id: the
 // session's standalone event stream. It holds each upstream's own stream
-// for that gateway session (upstream.Client.Listen; opening the upstream
-// session first when the gateway session has none for a server yet,
-// announcing the client's capabilities, and storing it as a call would)
-// and relays every message to the client as an SSE event: list_changed
+// for that gateway session (upstream.Client.Listen, on the upstream
+// session the record holds: follow) and relays every message to the client as an SSE event: list_changed
 // notifications (which also make the gateway list that server again),
 // notifications/resources/updated of the session's subscriptions, log
 // messages, and requests to the client (relayMessage; the client's answer
@@ -100,22 +98,7 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, co
 	var wg sync.WaitGroup
 	for i := range servers {
 		srv := &servers[i]
-		sess, ok := upstream.DecodeSession(c.Session.Upstream[srv.Name])
-		if !ok {
-			var caps json.RawMessage
-			if c.Session.Capabilities != "" {
-				caps = json.RawMessage(c.Session.Capabilities)
-			}
-			if sess, err = g.up.Open(ctx, srv, caps); err != nil {
-				g.o.Logger.Warn("GET stream: upstream session not opened; server left out", "correlation_id", corr, "server", srv.Name, "err", err)
-				continue
-			}
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), SettleTimeout)
-			if err := g.b.SetUpstream(sctx, tenant.ID, c.SessionID, srv.Name, sess.Encode()); err != nil {
-				g.o.Logger.Warn("could not store upstream session", "correlation_id", corr, "err", err)
-			}
-			cancel()
-		}
+		sess, _ := upstream.DecodeSession(c.Session.Upstream[srv.Name])
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -126,21 +109,24 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, co
 }
 
 // ListenRecheck is how often a GET stream reads its gateway session again
-// (which also keeps it from idling out): a request racing the stream's
-// start may have opened, and stored, another upstream session for a
-// server, on which its subscriptions live; the stream then follows that
-// one. A session that is gone ends the stream.
+// (which also keeps it from idling out). The stream never opens an
+// upstream session itself: requests do (one writer, as without a
+// stream), and the stream follows the upstream session the record holds
+// for each server, beginning to listen on one within ListenRecheck of its
+// first request, and moving to another when a request replaced it. A
+// session that is gone ends the stream.
 const ListenRecheck = time.Second
 
 // follow relays srv's upstream stream of sess to out until ctx ends,
-// switching to the upstream session the gateway session record holds for
-// srv whenever it changes.
+// moving to the upstream session the gateway session record holds for
+// srv whenever it changes, and listening again when the upstream ended
+// its stream.
 func (g *Gateway) follow(ctx context.Context, c *pipeline.Call, srv *registry.Server, sess upstream.Session, out *stream) {
 	limits := session.Limits{Lifetime: g.o.Settings.SessionLifetime, Idle: g.o.Settings.SessionIdle}
 	for ctx.Err() == nil {
 		lctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
-		go func() {
+		go func(sess upstream.Session) {
 			defer close(done)
 			err := g.up.Listen(lctx, srv, sess, func(msg []byte) {
 				g.forgetOnChange(srv, msg)
@@ -149,26 +135,21 @@ func (g *Gateway) follow(ctx context.Context, c *pipeline.Call, srv *registry.Se
 			if err != nil {
 				g.o.Logger.Warn("GET stream: upstream stream ended", "correlation_id", c.CorrelationID, "server", srv.Name, "err", err)
 			}
-		}()
+		}(sess)
 		next, gone := g.watch(lctx, c, srv.Name, sess, limits, done)
 		cancel()
 		<-done
 		if gone {
 			return
 		}
-		if next == sess { // the upstream ended its stream: wait, then listen again
-			select {
-			case <-ctx.Done():
-			case <-time.After(ListenRecheck):
-			}
-		}
 		sess = next
 	}
 }
 
 // watch reads c's session every ListenRecheck until the upstream session
-// of server changes (next), the session is gone (gone), ctx ends, or done
-// is closed (next is then sess).
+// of server is another than sess (next), the session is gone or ctx ends
+// (gone), or, once done is closed (the upstream stream ended), at the
+// next read (next is then sess, to listen again).
 func (g *Gateway) watch(ctx context.Context, c *pipeline.Call, server string, sess upstream.Session, limits session.Limits, done <-chan struct{}) (next upstream.Session, gone bool) {
 	t := time.NewTicker(ListenRecheck)
 	defer t.Stop()
@@ -176,19 +157,21 @@ func (g *Gateway) watch(ctx context.Context, c *pipeline.Call, server string, se
 		select {
 		case <-ctx.Done():
 			return sess, true
-		case <-done:
-			return sess, false
 		case <-t.C:
 		}
 		rec, err := g.b.Touch(ctx, c.Tenant.ID, c.SessionID, g.o.Now(), limits)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return sess, true
-		case err != nil:
-			continue // the store is down: keep the stream as it is
+		case err == nil:
+			if now, _ := upstream.DecodeSession(rec.Upstream[server]); now != sess {
+				return now, false
+			}
 		}
-		if now, ok := upstream.DecodeSession(rec.Upstream[server]); ok && now != sess {
-			return now, false
+		select {
+		case <-done:
+			return sess, false
+		default:
 		}
 	}
 }

@@ -249,11 +249,15 @@ func TestAggregateTwoServers(t *testing.T) {
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
 			}
-			recs := auditRecords(t, e)
+			// The record is written once the answer is: wait for it.
 			var found bool
-			for _, r := range recs[before:] {
-				if r.Method == tc.method && r.Server == tc.server && (tc.auditTool == "" || r.Tool == tc.auditTool) {
-					found = true
+			var recs []audit.Record
+			for deadline := time.Now().Add(5 * time.Second); !found && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				recs = auditRecords(t, e)
+				for _, r := range recs[before:] {
+					if r.Method == tc.method && r.Server == tc.server && (tc.auditTool == "" || r.Tool == tc.auditTool) {
+						found = true
+					}
 				}
 			}
 			if !found {
