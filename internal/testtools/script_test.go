@@ -52,7 +52,7 @@ func (s *stubs) run() (string, error) {
 
 func TestScriptToolsPresent(t *testing.T) {
 	s := newStubs(t)
-	for _, name := range []string{"moto_server", "cfn-lint", "make", "gcc"} {
+	for _, name := range []string{"moto_server", "cfn-lint", "make", "gcc", "npm"} {
 		s.tool(name, name+" 9.9.9")
 	}
 	out, err := s.run()
@@ -73,7 +73,7 @@ func TestScriptToolsPresent(t *testing.T) {
 // install it with, the script fails before the tests and names it.
 func TestScriptFailsNamingMissingTool(t *testing.T) {
 	s := newStubs(t)
-	for _, name := range []string{"cfn-lint", "make", "gcc"} {
+	for _, name := range []string{"cfn-lint", "make", "gcc", "npm"} {
 		s.tool(name, name+" 9.9.9")
 	}
 	out, err := s.run()
@@ -94,7 +94,7 @@ func TestScriptFailsNamingMissingTool(t *testing.T) {
 // python3 -m pip install --user, from the user base's bin directory.
 func TestScriptInstallsWithPip(t *testing.T) {
 	s := newStubs(t)
-	for _, name := range []string{"cfn-lint", "make", "gcc"} {
+	for _, name := range []string{"cfn-lint", "make", "gcc", "npm"} {
 		s.tool(name, name+" 9.9.9")
 	}
 	chmod, err := exec.LookPath("chmod")
@@ -132,7 +132,7 @@ esac`, log, moto, chmod, base))
 // when Debian has it and the script runs as root.
 func TestScriptInstallsWithApt(t *testing.T) {
 	s := newStubs(t)
-	for _, name := range []string{"moto_server", "cfn-lint", "gcc"} {
+	for _, name := range []string{"moto_server", "cfn-lint", "gcc", "npm"} {
 		s.tool(name, name+" 9.9.9")
 	}
 	chmod, err := exec.LookPath("chmod")

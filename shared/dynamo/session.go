@@ -35,6 +35,9 @@ func (s *Store) Create(ctx context.Context, r session.Record) error {
 	if r.Protocol != "" {
 		it["protocol"] = S(r.Protocol)
 	}
+	if r.Capabilities != "" {
+		it["caps"] = S(r.Capabilities)
+	}
 	it["created"], it["last_seen"] = N(r.Created.UnixNano()), N(r.LastSeen.UnixNano())
 	it["up"] = &types.AttributeValueMemberM{Value: up}
 	it[AttrTTL] = TTL(r.Created.Add(s.opt.SessionTTL))
@@ -83,7 +86,7 @@ func (s *Store) Touch(ctx context.Context, tenant, id string, now time.Time, l s
 
 func sessionFromItem(it Item) session.Record {
 	r := session.Record{
-		ID: GetS(it, "id"), Tenant: GetS(it, "tenant"), Caller: GetS(it, "caller"), Protocol: GetS(it, "protocol"),
+		ID: GetS(it, "id"), Tenant: GetS(it, "tenant"), Caller: GetS(it, "caller"), Protocol: GetS(it, "protocol"), Capabilities: GetS(it, "caps"),
 		Created: time.Unix(0, GetN(it, "created")).UTC(), LastSeen: time.Unix(0, GetN(it, "last_seen")).UTC(),
 	}
 	sessionCounters(it, &r) // sessioncount.go

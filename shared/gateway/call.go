@@ -14,37 +14,49 @@ import (
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/route"
 	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
-// toolsList answers from the tool catalog, filtered by the same decision
-// code tools/call uses (pipeline.Visible), so a hidden tool cannot be
-// called and a callable tool is never hidden.
-func (g *Gateway) toolsList(ctx context.Context, w http.ResponseWriter, ep endpoint, c *pipeline.Call) {
-	view, errs, err := g.cat.View(ctx, c.Tenant.ID, ep.server)
+// list answers tools/list, prompts/list, resources/list or
+// resources/templates/list from its catalog (route.Catalogs), one page
+// with every entry, each named as the catalog exposes it (its key member
+// edited when that is "server.name"), and filtered by the same decision
+// code the decided requests use (pipeline.Visible, with the entry's name
+// as route.Named gives it for prompts and resources), so a hidden entry
+// cannot be read and a readable one is never hidden.
+func (g *Gateway) list(ctx context.Context, w http.ResponseWriter, ep endpoint, c *pipeline.Call, l listKind) {
+	view, errs, err := l.cat.View(ctx, c.Tenant.ID, ep.server)
 	if err != nil {
 		g.internal(w, c, err)
 		return
 	}
 	for _, e := range errs {
-		g.o.Logger.Warn("tools/list: server skipped", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "err", e)
+		g.o.Logger.Warn(c.Method+": server skipped", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "err", e)
 	}
 	if ep.server != "" && len(errs) > 0 {
-		writeRefusal(w, c.ID, refusal.Upstream("could not list the tools of "+ep.server), "", c.Method)
+		writeRefusal(w, c.ID, refusal.Upstream("could not list the "+l.member+" of "+ep.server), "", c.Method)
 		return
 	}
 	out := make([]byte, 0, 4096)
-	out = append(out, `{"tools":[`...)
+	out = append(out, `{"`+l.member+`":[`...)
 	n := 0
 	for _, e := range view {
+		name := e.Tool.Name
 		c.ToolDef = e.Tool.Def // what pipeline.Filter reads of the listed tool
-		if !g.pipe.Visible(ctx, c, e.Server, e.Tool.Name) {
+		if l.kind != "" {
+			// Prompts and resources are not tool definitions: the
+			// content filter's poisoning and pinning rules are for tools.
+			name, c.ToolDef = route.Named(l.kind, name), nil
+		}
+		if !g.pipe.Visible(ctx, c, e.Server, name) {
 			continue
 		}
 		def := e.Tool.Def
 		if e.Name != e.Tool.Name {
-			name, _ := json.Marshal(e.Name)
-			def = jsonrpc.Edit(def, "name", name)
+			exposed, _ := json.Marshal(e.Name)
+			def = jsonrpc.Edit(def, l.key, exposed)
 		}
 		if n > 0 {
 			out = append(out, ',')
@@ -53,11 +65,37 @@ func (g *Gateway) toolsList(ctx context.Context, w http.ResponseWriter, ep endpo
 		n++
 	}
 	out = append(out, "]}"...)
-	writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, out))
+	writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, complete(c, out)))
 }
 
-// toolsCall runs the whole pipeline, forwards what is allowed, runs the
-// response-side stages over the answer, and audits every outcome.
+// listKind is one of the lists: its catalog, the result's array member,
+// each entry's name member, and the route.Named kind of its entries ("":
+// tools).
+type listKind struct {
+	cat         *route.Catalog
+	member, key string
+	kind        string
+}
+
+// lists are the list methods and what answers each.
+func (g *Gateway) listOf(method string) (listKind, bool) {
+	switch method {
+	case "tools/list":
+		return listKind{g.cats.Tools, "tools", "name", ""}, true
+	case "prompts/list":
+		return listKind{g.cats.Prompts, "prompts", "name", route.KindPrompt}, true
+	case "resources/list":
+		return listKind{g.cats.Resources, "resources", "uri", route.KindResource}, true
+	case "resources/templates/list":
+		return listKind{g.cats.Templates, "resourceTemplates", "uriTemplate", route.KindResource}, true
+	}
+	return listKind{}, false
+}
+
+// decided answers a decided request (tools/call, resources/read,
+// prompts/get, completion/complete: pipeline.Decided): it runs the whole
+// pipeline, forwards what is allowed, runs the response-side stages over
+// the answer, and audits every outcome with its method.
 //
 // ctx ends when the client leaves or the request's deadline passes
 // (ServeHTTP). Until the call is sent, either stops the call: the checks'
@@ -67,7 +105,7 @@ func (g *Gateway) toolsList(ctx context.Context, w http.ResponseWriter, ep endpo
 // answer's checks and the records run on a context detached from the
 // client (still within the request's deadline and the upstream budget),
 // so that the audit and the idempotency ledger get the real outcome.
-func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
+func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
 	// One UPSTREAM_TIMEOUT_SECS for all this call sends upstream: a cold
 	// catalog's tools/list during routing and the call itself share it.
 	ctx = g.up.WithBudget(ctx)
@@ -125,7 +163,7 @@ func (g *Gateway) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.
 	// Allowed. What follows the send runs detached from the client.
 	dctx, cancel := detached(ctx)
 	defer cancel()
-	resp, err := g.forward(ctx, dctx, st, r, c, &sent)
+	resp, err := g.forward(ctx, dctx, st, r, ep, c, &sent)
 	if err != nil {
 		var ref *refusal.Refusal
 		if errors.As(err, &ref) { // from the idempotency ledger
@@ -229,15 +267,8 @@ func notSent(ctx context.Context) *notSentError {
 // The exchange runs on dctx (detached), so a client that leaves after the
 // send does not abort it; the ledger is settled with the real answer and
 // the upstream session stored on the settling context.
-func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Request, c *pipeline.Call, sent *bool) (*jsonrpc.Response, error) {
-	params := c.Params
-	if c.UpstreamTool != c.Tool {
-		name, _ := json.Marshal(c.UpstreamTool)
-		params = jsonrpc.Edit(params, "name", name)
-	}
-	if jsonrpc.Member(params, "server") != nil {
-		params = jsonrpc.Edit(params, "server", nil)
-	}
+func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Request, ep endpoint, c *pipeline.Call, sent *bool) (*jsonrpc.Response, error) {
+	params := route.UpstreamParams(c)
 	hdr := http.Header{}
 	if tp := r.Header.Get("traceparent"); tp != "" {
 		hdr.Set("traceparent", tp)
@@ -267,8 +298,8 @@ func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Reques
 		}
 		return nil, ns
 	}
-	prev, _ := upstream.DecodeSession(c.Session.Upstream[c.Server.Name])
-	ex := &upstream.Exchange{Server: c.Server, Session: prev, ID: c.ID, Method: "tools/call", Params: params, Header: hdr, ToolDef: c.ToolDef}
+	ex, settle := g.exchange(c, c.Server, ep, params)
+	ex.Header, ex.ToolDef = hdr, c.ToolDef
 	uctx := dctx
 	var span trace.Span
 	if g.o.Tracer != nil {
@@ -276,15 +307,12 @@ func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Reques
 	}
 	*sent = true // from here on the call may reach the upstream
 	resp, used, err := g.up.Call(uctx, ex)
+	g.endTransient(c, c.Server, used)
 	if span != nil {
 		g.o.Tracer.EndUpstream(span, resp, err)
 	}
 	sctx := st.ctx()
-	if used != prev && used.Protocol != "" {
-		if serr := g.b.SetUpstream(sctx, c.Tenant.ID, c.SessionID, c.Server.Name, used.Encode()); serr != nil {
-			g.o.Logger.Warn("could not store upstream session", "correlation_id", c.CorrelationID, "err", serr)
-		}
-	}
+	settle(sctx, used)
 	if claim != nil {
 		var lerr error
 		if err != nil {
@@ -347,4 +375,79 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, 
 	if err := g.b.Write(ctx, rec); err != nil {
 		g.o.Logger.ErrorContext(ctx, "audit write failed; record kept in this log line", "record", rec, "err", err)
 	}
+}
+
+// exchange is c's request to srv on the gateway session's upstream
+// session (opened by the upstream client when there is none, announcing
+// the client's capabilities from the session record). Messages of the
+// upstream's event stream before its response go to the client's stream
+// on /mcp (relayMessage), and are dropped on /v1/invoke, which answers
+// with one JSON body.
+//
+// settle stores the upstream session the exchange used when it changed;
+// the caller calls it after the exchange with a context for the write.
+// When the client announced it can be asked something (sampling,
+// elicitation, roots), an opened session is stored at once instead, before
+// the request is sent on it: the upstream may ask during the call, and the
+// client's answer, which may reach any instance, is sent on that session.
+func (g *Gateway) exchange(c *pipeline.Call, srv *registry.Server, ep endpoint, params json.RawMessage) (ex *upstream.Exchange, settle func(ctx context.Context, used upstream.Session)) {
+	prev, _ := upstream.DecodeSession(c.Session.Upstream[srv.Name])
+	ex = &upstream.Exchange{Server: srv, Session: prev, ID: c.ID, Method: c.Method, Params: params}
+	if c.Session.Capabilities != "" {
+		ex.Capabilities = json.RawMessage(c.Session.Capabilities)
+	}
+	settle = func(context.Context, upstream.Session) {}
+	if c.SessionID != "" && c.Session.ID != "" {
+		tenant, id, name, corr := c.Tenant.ID, c.SessionID, srv.Name, c.CorrelationID
+		store := func(ctx context.Context, s upstream.Session) {
+			if err := g.b.SetUpstream(ctx, tenant, id, name, s.Encode()); err != nil {
+				g.o.Logger.Warn("could not store upstream session", "correlation_id", corr, "err", err)
+			}
+		}
+		stored := prev
+		if asksClient(ex.Capabilities) {
+			ex.OnSession = func(s upstream.Session) {
+				ctx, cancel := context.WithTimeout(context.Background(), SettleTimeout)
+				defer cancel()
+				store(ctx, s)
+				stored = s
+			}
+		}
+		settle = func(ctx context.Context, used upstream.Session) {
+			if used != stored && used.Protocol != "" {
+				store(ctx, used)
+			}
+		}
+	}
+	if ep.out != nil {
+		out, name := ep.out, srv.Name
+		ex.OnEvent = func(msg []byte) { out.Event(relayMessage(name, msg)) }
+	}
+	return ex, settle
+}
+
+// asksClient reports whether client capabilities caps let a server send
+// the client requests (sampling, elicitation, roots).
+func asksClient(caps json.RawMessage) bool {
+	for _, k := range []string{"sampling", "elicitation", "roots"} {
+		if v := jsonrpc.Member(caps, k); v != nil && string(v) != "null" {
+			return true
+		}
+	}
+	return false
+}
+
+// endTransient ends, in the background, an upstream session opened for a
+// request that belongs to no gateway session (a 2026-07-28 client in front
+// of a 2025 upstream): nobody could continue it, so the upstream need not
+// keep it.
+func (g *Gateway) endTransient(c *pipeline.Call, srv *registry.Server, used upstream.Session) {
+	if c.SessionID != "" || used.ID == "" {
+		return
+	}
+	go func() {
+		if err := g.up.End(context.Background(), srv, used); err != nil {
+			g.o.Logger.Warn("transient upstream session not ended; left to its idle expiry", "correlation_id", c.CorrelationID, "server", srv.Name, "err", err)
+		}
+	}()
 }

@@ -115,7 +115,8 @@ type Gateway struct {
 	b      backend.Backend
 	reg    registry.Reader // b, or a per-process cache over it
 	auth   *auth.Authenticator
-	cat    *route.Catalog
+	cat    *route.Catalog // tools
+	cats   route.Catalogs // tools, prompts, resources, templates
 	up     *upstream.Client
 	ledger *idempotency.Ledger
 	pipe   *pipeline.Pipeline
@@ -176,7 +177,13 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	}
 	g.auth = auth.NewAuthenticator(g.reg, s.Served)
 	g.up = &upstream.Client{HTTP: g.o.HTTP, Timeout: s.UpstreamTimeout, MaxRetries: s.UpstreamMaxRetries, Creds: g.o.Credentials}
-	g.cat = route.NewCatalog(g.reg, lister{g.up}, g.o.CatalogTTL, g.o.Now)
+	g.cat = route.NewCatalog(g.reg, toolLister(g.up), g.o.CatalogTTL, g.o.Now)
+	g.cats = route.Catalogs{
+		Tools:     g.cat,
+		Prompts:   route.NewCatalog(g.reg, promptLister(g.up), g.o.CatalogTTL, g.o.Now),
+		Resources: route.NewCatalog(g.reg, resourceLister(g.up), g.o.CatalogTTL, g.o.Now),
+		Templates: route.NewCatalog(g.reg, templateLister(g.up), g.o.CatalogTTL, g.o.Now),
+	}
 	g.ledger = idempotency.New(idempotency.Options{Store: b, LeaseTTL: 5*s.UpstreamTimeout + 10*time.Second, Now: g.o.Now})
 	var err error
 	if g.content.check, g.content.results, err = content.New(content.Options{Defaults: s.Content(), Logger: g.o.Logger, Pins: b, Now: g.o.Now}); err != nil {
@@ -202,7 +209,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	corr := correlation.ID(r.Header.Get("traceparent"))
 	w.Header().Set(correlation.Header, corr)
 	path := r.URL.Path
-	ctx, cancel := context.WithTimeoutCause(r.Context(), g.o.Settings.UpstreamTimeout+g.o.StoreMargin, errRequestDeadline)
+	timeout := g.o.Settings.UpstreamTimeout + g.o.StoreMargin
+	if r.Method == http.MethodGet {
+		timeout = ListenTimeout // a GET on /mcp is a stream (listen)
+	}
+	ctx, cancel := context.WithTimeoutCause(r.Context(), timeout, errRequestDeadline)
 	defer cancel()
 	ctx = telemetry.WithCorrelationID(ctx, corr)
 	if g.o.Tracer != nil {
@@ -230,6 +241,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost:
 		g.post(w, r, ep, corr)
+	case r.Method == http.MethodGet && ep.mcp && g.canStream(w):
+		g.listen(w, r, ep, corr)
 	case r.Method == http.MethodDelete && ep.mcp:
 		g.deleteSession(w, r, corr)
 	default:
@@ -240,7 +253,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type endpoint struct {
 	invoke, mcp bool
-	server      string // /mcp/{server}
+	server      string  // /mcp/{server}
+	out         *stream // the answer on /mcp, which may become an event stream; nil on /v1/invoke
 }
 
 func allow(ep endpoint) string {
@@ -361,17 +375,27 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		return
 	}
 	if derr != nil {
+		if resp, ok := jsonrpc.DecodeResponse(body); ok && ep.mcp && jsonrpc.Member(body, "method") == nil {
+			g.clientAnswer(ctx, w, r, ep, key, tenant, corr, body, resp)
+			return
+		}
 		writeFrame(w, http.StatusOK, refusal.Frame(derr.ID, refusal.Decode(derr), refusal.LayerGateway))
 		return
 	}
+	var modern bool
 	if ep.mcp {
-		if ok := g.mcpHeaders(w, r, req); !ok {
+		var ok bool
+		if modern, ok = g.mcpHeaders(w, r, req); !ok {
 			return
 		}
 	}
 	if req.IsNotification() {
 		w.WriteHeader(http.StatusAccepted)
 		return
+	}
+	if ep.mcp {
+		ep.out = newStream(w)
+		w = ep.out
 	}
 	c := &pipeline.Call{
 		Tenant:          tenant,
@@ -388,9 +412,19 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		Inline:          g.b.InProcess(),
 		MCP:             ep.mcp,
 	}
-	if ep.mcp {
+	switch {
+	case modern:
+		// Stateless: no gateway session. What a session record would hold
+		// for the upstream, the client's capabilities, comes with the
+		// request.
+		c.Stateless = true
+		caps := jsonrpc.Member(jsonrpc.Member(req.Params, "_meta"), upstream.MetaClientCapabilities)
+		if len(caps) > 0 && caps[0] == '{' && len(caps) <= session.MaxCapabilitiesBytes {
+			c.Session.Capabilities = string(caps)
+		}
+	case ep.mcp:
 		c.SessionID = r.Header.Get("Mcp-Session-Id")
-	} else {
+	default:
 		c.SessionID = r.Header.Get("X-Session-ID")
 	}
 	g.dispatch(ctx, w, r, ep, c)
@@ -399,13 +433,18 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 // dispatch answers one request: the stages of its scope first (the stage
 // table holds the order: session, params, ..., route), then the method.
 func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
-	switch c.Method {
-	case "tools/call":
-		g.toolsCall(ctx, w, r, ep, c)
+	if pipeline.ScopeOf(c.Method)&pipeline.Decided != 0 {
+		g.decided(ctx, w, r, ep, c)
 		return
+	}
+	switch c.Method {
 	case "initialize":
 		if !ep.mcp {
 			writeRefusal(w, c.ID, refusal.Unknown("initialize (served on /mcp)"), "", c.Method)
+			return
+		}
+		if c.Stateless {
+			writeRefusal(w, c.ID, refusal.New(refusal.InvalidRequest, "Invalid request: initialize is not part of MCP 2026-07-28; send requests with their _meta, or speak 2025-11-25"), "", c.Method)
 			return
 		}
 		c.SessionID = "" // initialize always opens a new session
@@ -416,13 +455,26 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 		g.refuse(w, ep, c, err)
 		return
 	}
+	if l, ok := g.listOf(c.Method); ok {
+		g.list(ctx, w, ep, c, l)
+		return
+	}
 	switch c.Method {
 	case "initialize":
 		g.initialize(w, c)
 	case "ping":
-		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, json.RawMessage(`{}`)))
-	case "tools/list":
-		g.toolsList(ctx, w, ep, c)
+		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, complete(c, json.RawMessage(`{}`))))
+	case "server/discover":
+		g.discover(w, c)
+	case "resources/subscribe", "resources/unsubscribe":
+		g.relay(ctx, w, ep, c, []registry.Server{*c.Server})
+	case "logging/setLevel":
+		servers, err := g.cat.Servers(ctx, c.Tenant.ID, ep.server)
+		if err != nil {
+			g.internal(w, c, err)
+			return
+		}
+		g.relay(ctx, w, ep, c, servers)
 	default:
 		writeRefusal(w, c.ID, refusal.Unknown(c.Method), "", c.Method)
 	}

@@ -32,7 +32,15 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.base.RoundTrip(r)
 }
 
+// connect opens a 2025-11-25 session (initialize) through the gateway.
 func connect(t *testing.T, url, key string) *mcp.ClientSession {
+	t.Helper()
+	return connectVersion(t, url, key, "2025-11-25")
+}
+
+// connectVersion connects the Go SDK client speaking version ("": its
+// newest, 2026-07-28, which probes with server/discover).
+func connectVersion(t *testing.T, url, key, version string) *mcp.ClientSession {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -40,7 +48,7 @@ func connect(t *testing.T, url, key string) *mcp.ClientSession {
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   url,
 		HTTPClient: &http.Client{Transport: bearer{key: key, base: http.DefaultTransport}},
-	}, nil)
+	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connect %s: %v", url, err)
 	}
@@ -144,7 +152,10 @@ func TestStreamableHTTPRules(t *testing.T) {
 	}{
 		{"ok", []string{"Accept", accept, "Mcp-Session-Id", sid, "MCP-Protocol-Version", "2025-06-18"}, 200, 0},
 		{"no protocol header means 2025-03-26", []string{"Accept", accept, "Mcp-Session-Id", sid}, 200, 0},
-		{"unsupported protocol version", []string{"Accept", accept, "Mcp-Session-Id", sid, "MCP-Protocol-Version", "2026-07-28"}, 400, -32600},
+		{"unsupported protocol version", []string{"Accept", accept, "Mcp-Session-Id", sid, "MCP-Protocol-Version", "2024-01-01"}, 400, -32022},
+		{"2026-07-28 without Mcp-Method", []string{"Accept", accept, "MCP-Protocol-Version", "2026-07-28"}, 400, -32020},
+		{"2026-07-28 with another Mcp-Method", []string{"Accept", accept, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call"}, 400, -32020},
+		{"2026-07-28 without _meta version", []string{"Accept", accept, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/list"}, 400, -32602},
 		{"Accept without event-stream", []string{"Accept", "application/json", "Mcp-Session-Id", sid}, 406, -32600},
 		{"no session id", []string{"Accept", accept}, 200, -32600},
 		{"unknown session id", []string{"Accept", accept, "Mcp-Session-Id", "feedfacefeedfacefeedfacefeedface"}, 404, -32603},
@@ -158,18 +169,51 @@ func TestStreamableHTTPRules(t *testing.T) {
 			}
 		})
 	}
-	t.Run("server/discover probe falls back", func(t *testing.T) {
-		r := e.post(t, "/mcp", e.KeyA, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}`,
+	t.Run("server/discover", func(t *testing.T) {
+		r := e.post(t, "/mcp", e.KeyA, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`,
 			"Accept", accept, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "server/discover")
-		if r.Status != 400 || r.code() != -32600 {
-			t.Fatalf("probe: status %d %s", r.Status, r.Raw)
+		if r.Status != 200 || !strings.Contains(string(r.Result), `"supportedVersions":["2026-07-28","2025-11-25"`) {
+			t.Fatalf("discover: status %d %s", r.Status, r.Raw)
+		}
+		if r.Header.Get("Mcp-Session-Id") != "" {
+			t.Fatalf("a stateless request got a session: %v", r.Header)
 		}
 	})
-	t.Run("GET is 405", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodGet, e.URL+"/mcp", nil)
-		req.Header.Set("Authorization", "Bearer "+e.KeyA)
-		if r := do(t, req); r.Status != http.StatusMethodNotAllowed {
-			t.Fatalf("GET: %d", r.Status)
+	t.Run("2026-07-28 Mcp-Name must be the body's", func(t *testing.T) {
+		call := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`
+		for _, tc := range []struct {
+			name     string
+			hdr      []string
+			wantCode int
+		}{
+			{"no Mcp-Name", nil, -32020},
+			{"another name", []string{"Mcp-Name", "transfer"}, -32020},
+		} {
+			hdr := append([]string{"Accept", accept, "MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call"}, tc.hdr...)
+			if r := e.post(t, "/mcp", e.KeyA, call, hdr...); r.Status != 400 || r.code() != tc.wantCode {
+				t.Errorf("%s: status %d code %d, want 400 %d: %s", tc.name, r.Status, r.code(), tc.wantCode, r.Raw)
+			}
+		}
+	})
+	t.Run("GET stream refusals", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			hdr  []string
+			want int
+		}{
+			{"no Accept", []string{"Mcp-Session-Id", sid}, http.StatusNotAcceptable},
+			{"no session", []string{"Accept", "text/event-stream"}, http.StatusBadRequest},
+			{"unknown session", []string{"Accept", "text/event-stream", "Mcp-Session-Id", "feedfacefeedfacefeedfacefeedface"}, http.StatusNotFound},
+			{"2026-07-28 has none", []string{"Accept", "text/event-stream", "MCP-Protocol-Version", "2026-07-28"}, http.StatusMethodNotAllowed},
+		} {
+			req, _ := http.NewRequest(http.MethodGet, e.URL+"/mcp", nil)
+			req.Header.Set("Authorization", "Bearer "+e.KeyA)
+			for i := 0; i < len(tc.hdr); i += 2 {
+				req.Header.Set(tc.hdr[i], tc.hdr[i+1])
+			}
+			if r := do(t, req); r.Status != tc.want {
+				t.Errorf("%s: GET %d, want %d", tc.name, r.Status, tc.want)
+			}
 		}
 	})
 	t.Run("notification is 202", func(t *testing.T) {

@@ -35,7 +35,7 @@ var stages = [...]stage{
 		s := g.o.Settings
 		return sessioncheck.New(g.b, session.Limits{Lifetime: s.SessionLifetime, Idle: s.SessionIdle}, g.o.Now, g.o.Logger)
 	}},
-	{slot: pipeline.Params, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(*Gateway) pipeline.Check {
+	{slot: pipeline.Params, scope: pipeline.ToolCall, mode: pipeline.FailClosed, check: func(*Gateway) pipeline.Check {
 		return params.Check{}
 	}},
 	{slot: pipeline.RateLimit, scope: pipeline.Decided, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
@@ -54,7 +54,7 @@ var stages = [...]stage{
 		return quota.New(g.b, quota.Options{Enabled: true, Enforce: s.BillingEnforce, Tiers: g.o.Tiers}, g.o.Now, g.o.Logger)
 	}},
 	{slot: pipeline.Route, scope: pipeline.Every, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
-		return route.NewCheck(g.cat)
+		return route.NewCheckAll(g.cats)
 	}},
 	{slot: pipeline.KillSwitch, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return killswitch.New(g.b, g.o.Settings.KillSwitchRefresh, g.o.Now, g.o.Logger)
@@ -62,10 +62,10 @@ var stages = [...]stage{
 	{slot: pipeline.Policy, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return policycheck.New(g.b, g.reg, g.b, &policycheck.Options{Now: g.o.Now, Logger: g.o.Logger})
 	}},
-	{slot: pipeline.Content, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
+	{slot: pipeline.Content, scope: pipeline.ToolCall, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return g.content.check
 	}},
-	{slot: pipeline.Approval, scope: pipeline.Decided, mode: pipeline.FailClosed, unavailable: approval.Unavailable, check: func(g *Gateway) pipeline.Check {
+	{slot: pipeline.Approval, scope: pipeline.ToolCall, mode: pipeline.FailClosed, unavailable: approval.Unavailable, check: func(g *Gateway) pipeline.Check {
 		s := g.o.Settings
 		// The lease outlasts the longest a call can take, never shorter
 		// than the default.

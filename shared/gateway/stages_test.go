@@ -60,8 +60,9 @@ func TestStageTableMatchesDocs(t *testing.T) {
 }
 
 var scopeWords = map[pipeline.Scope]string{
-	pipeline.Every:   "every request",
-	pipeline.Decided: "tools/call",
+	pipeline.Every:    "every request",
+	pipeline.Decided:  "tools/call, resources/read, prompts/get, completion/complete",
+	pipeline.ToolCall: "tools/call",
 }
 
 func rowFor(name string) (stage, bool) {

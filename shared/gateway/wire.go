@@ -35,13 +35,32 @@ func NewHTTPClient(local bool) *http.Client {
 	}
 }
 
-// lister fetches a server's tool list over a fresh upstream session, which
-// it ends afterwards.
-type lister struct{ up *upstream.Client }
+// lister fetches one of a server's lists (tools/list, prompts/list,
+// resources/list or resources/templates/list: method, the array in the
+// result: member, each entry's name: key) over a fresh upstream session,
+// which it ends afterwards. A server that answers the method with -32601
+// (it has no prompts, say) has an empty list.
+type lister struct {
+	up                  *upstream.Client
+	method, member, key string
+}
 
-// maxPages bounds tools/list pagination.
+// The lists of the catalogs (route.Catalogs).
+func toolLister(up *upstream.Client) lister { return lister{up, "tools/list", "tools", "name"} }
+func promptLister(up *upstream.Client) lister {
+	return lister{up, "prompts/list", "prompts", "name"}
+}
+func resourceLister(up *upstream.Client) lister {
+	return lister{up, "resources/list", "resources", "uri"}
+}
+func templateLister(up *upstream.Client) lister {
+	return lister{up, "resources/templates/list", "resourceTemplates", "uriTemplate"}
+}
+
+// maxPages bounds list pagination.
 const maxPages = 20
 
+// ListTools implements route.Lister (for every kind of list).
 func (l lister) ListTools(ctx context.Context, srv *registry.Server) ([]route.Tool, error) {
 	ctx = l.up.WithBudget(ctx) // one UPSTREAM_TIMEOUT_SECS for every page
 	sess, err := l.up.Initialize(ctx, srv)
@@ -59,29 +78,40 @@ func (l lister) ListTools(ctx context.Context, srv *registry.Server) ([]route.To
 			c, _ := json.Marshal(cursor)
 			params = jsonrpc.Edit(params, "cursor", c)
 		}
-		resp, _, err := l.up.Send(ctx, &upstream.Exchange{Server: srv, Session: sess, ID: json.RawMessage(fmt.Sprint(page + 1)), Method: "tools/list", Params: params})
+		resp, _, err := l.up.Send(ctx, &upstream.Exchange{Server: srv, Session: sess, ID: json.RawMessage(fmt.Sprint(page + 1)), Method: l.method, Params: params})
 		if err != nil {
 			return nil, err
 		}
 		if resp.Error != nil {
-			return nil, &upstream.ProtocolError{Detail: "tools/list failed: " + string(resp.Error)}
+			if l.method != "tools/list" && errorCode(resp.Error) == jsonrpc.CodeMethodNotFound {
+				return []route.Tool{}, nil
+			}
+			return nil, &upstream.ProtocolError{Detail: l.method + " failed: " + string(resp.Error)}
 		}
 		var res struct {
-			Tools      []json.RawMessage `json:"tools"`
-			NextCursor string            `json:"nextCursor"`
+			NextCursor string `json:"nextCursor"`
 		}
 		if err := json.Unmarshal(resp.Result, &res); err != nil {
-			return nil, &upstream.ProtocolError{Detail: "tools/list result unreadable"}
+			return nil, &upstream.ProtocolError{Detail: l.method + " result unreadable"}
 		}
-		for _, def := range res.Tools {
-			if name, ok := jsonrpc.StringMember(def, "name"); ok && name != "" {
+		jsonrpc.Elements(jsonrpc.Member(resp.Result, l.member), func(def json.RawMessage) {
+			if name, ok := jsonrpc.StringMember(def, l.key); ok && name != "" {
 				tools = append(tools, route.Tool{Name: name, Def: def})
 			}
-		}
+		})
 		if res.NextCursor == "" {
 			break
 		}
 		cursor = res.NextCursor
 	}
 	return tools, nil
+}
+
+// errorCode is a JSON-RPC error object's code (0 when unreadable).
+func errorCode(errObj json.RawMessage) int64 {
+	var e struct {
+		Code int64 `json:"code"`
+	}
+	_ = json.Unmarshal(errObj, &e)
+	return e.Code
 }

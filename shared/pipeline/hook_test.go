@@ -2,9 +2,10 @@ package pipeline
 
 import (
 	"context"
-	"github.com/aegis-gw/aegis/shared/refusal"
 	"slices"
 	"testing"
+
+	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
 type ctxKey struct{}

@@ -46,6 +46,14 @@ type Call struct {
 	UpstreamTool    string          // the tool's name on its server
 	ToolDef         json.RawMessage // the tool's definition as its server lists it
 	Settings        registry.ToolSettings
+	// Target is what a request other than tools/call names on its server,
+	// as that server knows it: a prompt's name or a resource's URI
+	// (resources/read, prompts/get, completion/complete,
+	// resources/subscribe and unsubscribe). For those requests Tool and
+	// UpstreamTool carry it with its kind ("prompt:NAME",
+	// "resource:URI"; route.Named), so that rate windows, kill switches
+	// and the audit trail never take it for a tool of the same name.
+	Target string
 
 	IdempotencyKey string
 	PolicyHash     string // hash of the policy set in force (audit)
@@ -74,6 +82,12 @@ type Call struct {
 	// MCP: the request came over MCP Streamable HTTP (/mcp, /mcp/{server}),
 	// where a session must have been opened by initialize.
 	MCP bool
+	// Stateless: an MCP 2026-07-28 request (SEP-2575), which belongs to no
+	// session: the session stage neither mints nor touches one, and
+	// SessionID stays empty (rate windows are the API key's).
+	// Session.Capabilities holds the capabilities the request's _meta
+	// announces.
+	Stateless bool
 
 	// Degraded lists the fail-open stages that could not decide and let
 	// the call through (audit: degraded).
@@ -295,7 +309,7 @@ func (p *Pipeline) Slots() []Slot {
 }
 
 // Run passes c through every request-side stage of its scope, in order,
-// until one refuses. For a decided request (tools/call) the prefetchers
+// until one refuses. For a decided request (tools/call, a read) the prefetchers
 // start together first, resolvers ahead of the others; verdicts are still
 // taken in order. When a stage refuses, what every prefetcher took for the
 // call is given back before Run returns.
@@ -322,7 +336,7 @@ type started struct {
 func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
 	scope := ScopeOf(c.Method)
 	var pre []started
-	if scope == Decided && stop == numSlots {
+	if scope&Decided != 0 && stop == numSlots {
 		pre = p.prefetch(ctx, c, scope)
 	}
 	for i := range p.stages {

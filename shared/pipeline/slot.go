@@ -97,22 +97,33 @@ const (
 	// Opening: initialize, which opens a session and so has none to check.
 	Opening Scope = 1 << iota
 	// InSession: every other request that is not decided per call (ping,
-	// tools/list, unknown methods).
+	// the lists, logging/setLevel, resources/subscribe and unsubscribe,
+	// unknown methods).
 	InSession
-	// Decided: tools/call, the requests whose target is checked one by one.
-	Decided
+	// ToolCall: tools/call.
+	ToolCall
+	// Read: the other decided requests, which name one prompt or resource
+	// of one server and get its content (resources/read, prompts/get,
+	// completion/complete).
+	Read
 
+	// Decided: the requests whose target is checked one by one
+	// (tools/call and the reads).
+	Decided = ToolCall | Read
 	// Every request.
 	Every = Opening | InSession | Decided
 )
 
-// ScopeOf is the scope a method's request runs under.
+// ScopeOf is the scope a method's request runs under: exactly one of
+// Opening, InSession, ToolCall and Read.
 func ScopeOf(method string) Scope {
 	switch method {
 	case "initialize":
 		return Opening
 	case "tools/call":
-		return Decided
+		return ToolCall
+	case "resources/read", "prompts/get", "completion/complete":
+		return Read
 	}
 	return InSession
 }

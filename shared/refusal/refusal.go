@@ -42,6 +42,11 @@ const (
 	CodeUpstreamUnavailable Code = -32063
 	CodeUpstreamTimeout     Code = -32064
 	CodeWrapRefused         Code = -32042 // the one frame `aegis wrap` may author
+
+	// MCP 2026-07-28 (SEP-2575) transport codes, toward clients of that
+	// version.
+	CodeHeaderMismatch      Code = -32020 // Mcp-Method, Mcp-Name or MCP-Protocol-Version missing or not the body's
+	CodeUnsupportedProtocol Code = -32022 // MCP-Protocol-Version the gateway does not speak
 )
 
 // Word names the cause of a refusal, the same at every layer.
@@ -69,6 +74,8 @@ const (
 	ToolStopped         Word = "TOOL_STOPPED"
 	UpstreamUnavailable Word = "UPSTREAM_UNAVAILABLE"
 	UpstreamTimeout     Word = "UPSTREAM_TIMEOUT"
+	HeaderMismatch      Word = "HEADER_MISMATCH"
+	UnsupportedProtocol Word = "UNSUPPORTED_PROTOCOL_VERSION"
 )
 
 // Entry is one row of the vocabulary.
@@ -104,6 +111,8 @@ var Table = []Entry{
 	{CodeUpstreamUnavailable, UpstreamUnavailable, "Upstream unavailable", http.StatusOK, "circuit open, or UPSTREAM_MAX_CONCURRENT calls in flight, or the same idempotency key in flight"},
 	{CodeUpstreamTimeout, UpstreamTimeout, "Upstream error: upstream did not respond in time; the call may have executed", http.StatusOK, "upstream got the call and did not answer within UPSTREAM_TIMEOUT_SECS; data: executed, safe_to_retry, guidance"},
 	{CodeApprovalRequired, PendingApproval, "Approval required", http.StatusOK, "the word `aegis wrap` puts in its -32042 frame for a tool that needs approval (wrap refuses it rather than parking it)"},
+	{CodeHeaderMismatch, HeaderMismatch, "Header mismatch", http.StatusBadRequest, "MCP 2026-07-28 on /mcp: the Mcp-Method, Mcp-Name or MCP-Protocol-Version header is missing or does not match the body (_meta protocolVersion)"},
+	{CodeUnsupportedProtocol, UnsupportedProtocol, "Unsupported protocol version", http.StatusBadRequest, "an MCP-Protocol-Version header the gateway does not speak; data: supported, requested"},
 }
 
 var byWord = func() map[Word]Entry {

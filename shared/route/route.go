@@ -353,11 +353,21 @@ func (v *view) match(name string) (Entry, bool) {
 	return Entry{}, false
 }
 
-// Check is the pipeline's "route" slot for tools/call.
-type Check struct{ cat *Catalog }
+// Check is the pipeline's "route" slot: tools/call resolves its tool,
+// the reads and subscriptions their prompt or resource (targets.go).
+type Check struct {
+	cat  *Catalog
+	cats Catalogs
+}
 
-// NewCheck returns the route check over cat.
-func NewCheck(cat *Catalog) *Check { return &Check{cat: cat} }
+// NewCheck returns the route check over the tool catalog cat, for a
+// gateway that carries tools only: a read or subscription names its
+// target on /mcp/{server} and is refused with -32601 on /mcp.
+func NewCheck(cat *Catalog) *Check { return &Check{cat: cat, cats: Catalogs{Tools: cat}} }
+
+// NewCheckAll returns the route check over every catalog of cats (Tools
+// must be set; a nil catalog has no entries).
+func NewCheckAll(cats Catalogs) *Check { return &Check{cat: cats.Tools, cats: cats} }
 
 // Check implements pipeline.Check: a server named by the path
 // (/mcp/{server}) or by params.server must be one of the tenant's (-32601),
@@ -394,8 +404,12 @@ func (k *Check) resolve(ctx context.Context, c *pipeline.Call) error {
 			return refusal.Unknown("server " + c.RequestedServer)
 		}
 	}
-	if c.Method != "tools/call" {
-		return nil // other requests name a server (/mcp/{server}), not a tool
+	switch c.Method {
+	case "tools/call":
+	case "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe", "completion/complete":
+		return k.resolveTarget(ctx, c)
+	default:
+		return nil // other requests name a server (/mcp/{server}) or none
 	}
 	e, ok, errs, err := k.cat.Resolve(ctx, c.Tenant.ID, c.RequestedServer, c.Tool)
 	if err != nil {
@@ -411,7 +425,7 @@ func (k *Check) resolve(ctx context.Context, c *pipeline.Call) error {
 				return refusal.Upstream("could not list the tools of " + se.Server)
 			}
 		}
-		return refusal.Unknown("tool " + c.Tool)
+		return unknown(ctx, k.cat, c, "tool", c.Tool)
 	}
 	c.Server = e.Server
 	c.UpstreamTool = e.Tool.Name

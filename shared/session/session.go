@@ -25,7 +25,17 @@ type Record struct {
 	LastAllowed time.Time `json:"last_allowed,omitzero"`
 	ToolCalls   int       `json:"tool_calls,omitempty"`
 	Steps       []int64   `json:"steps,omitempty"`
+
+	// Capabilities are the client's capabilities from its initialize
+	// (JSON, at most MaxCapabilitiesBytes; "" when none or longer), which
+	// the gateway announces to every upstream it opens a session on for
+	// this session, so that an upstream asks the client only what it can
+	// answer (sampling, elicitation, roots).
+	Capabilities string `json:"capabilities,omitempty"`
 }
+
+// MaxCapabilitiesBytes caps Record.Capabilities.
+const MaxCapabilitiesBytes = 4096
 
 // Limits are the two session clocks.
 type Limits struct {

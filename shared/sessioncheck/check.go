@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/ratelimit"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -96,6 +97,9 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 // and the store operation runs while they start theirs.
 func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
 	now := k.now()
+	if c.Stateless {
+		return func() error { return nil }, nil
+	}
 	if c.MCP && c.SessionID == "" && pipeline.ScopeOf(c.Method) != pipeline.Opening {
 		return func() error {
 			return refusal.New(refusal.InvalidRequest, "Invalid request: Mcp-Session-Id header is required; send initialize first")
@@ -140,6 +144,11 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 // ceiling refuses is deleted again.
 func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) func() error {
 	r := session.Record{ID: NewID(), Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
+	if c.Method == "initialize" {
+		if caps := jsonrpc.Member(c.Params, "capabilities"); len(caps) > 0 && caps[0] == '{' && len(caps) <= session.MaxCapabilitiesBytes {
+			r.Capabilities = string(caps)
+		}
+	}
 	c.SessionID, c.NewSession = r.ID, true
 	owner := c.KeyID
 	if owner == "" {

@@ -197,6 +197,25 @@ type Exchange struct {
 	// ToolDef is the called tool's definition from the upstream's
 	// tools/list, for the Mcp-Param-* headers of 2026-07-28 upstreams.
 	ToolDef json.RawMessage
+	// Capabilities are the client's capabilities, announced to the
+	// upstream when this exchange opens its session (initialize) and in
+	// the _meta of a 2026-07-28 request; nil announces none ({}).
+	Capabilities json.RawMessage
+	// OnEvent, when set, is given every message of the upstream's event
+	// stream other than the response (progress and log notifications,
+	// requests to the client), in order, as they arrive, with the brokered
+	// credential removed. It runs on the goroutine of Send and must not
+	// block for long. nil drops them.
+	OnEvent func(msg []byte)
+	// OnSession, when set, is told the upstream session Call opened for
+	// this exchange, before the request is sent on it, so that an answer
+	// of the client to a request of the upstream during the call can be
+	// sent on that session by any instance.
+	OnSession func(Session)
+	// Body, when set, is sent as the whole message instead of a request
+	// built from ID, Method and Params: the client's answer to a request
+	// of the upstream. No answer is read (the upstream answers 202).
+	Body []byte
 }
 
 // Send performs one exchange and returns the upstream's JSON-RPC response
@@ -222,10 +241,16 @@ func (c *Client) Send(ctx context.Context, ex *Exchange) (*jsonrpc.Response, htt
 		cred = &injected{header: cr.Header, value: v, scrub: NewScrubber(v)}
 	}
 	params := ex.Params
-	if IsModern(ex.Session.Protocol) && ex.ID != nil {
-		params = c.modernMeta(params, ex.Session.Protocol)
+	switch {
+	case IsModern(ex.Session.Protocol) && ex.ID != nil:
+		params = c.modernMeta(params, ex.Session.Protocol, ex.Capabilities)
+	case !IsModern(ex.Session.Protocol):
+		params = stripModernMeta(params)
 	}
-	body := encodeRequest(ex.ID, ex.Method, params)
+	body := ex.Body
+	if body == nil {
+		body = encodeRequest(ex.ID, ex.Method, params)
+	}
 	var (
 		resp *jsonrpc.Response
 		hdr  http.Header
@@ -383,10 +408,15 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 		}
 		return nil, resp.Header, &HTTPError{Status: resp.StatusCode, Body: string(sc.cut(b, errorBodyBytes, len(b) > limit))}
 	}
-	if ex.ID == nil { // notification: 202 expected, body ignored
+	if ex.ID == nil || ex.Body != nil { // notification or answer: 202 expected, body ignored
 		return nil, resp.Header, nil
 	}
-	raw, err := readAnswer(resp, ex.ID)
+	var on func([]byte)
+	if ex.OnEvent != nil {
+		sc := cred.scrubber()
+		on = func(msg []byte) { ex.OnEvent(sc.JSON(msg)) }
+	}
+	raw, err := readAnswer(resp, ex.ID, on)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil && parent.Err() == nil:
@@ -446,11 +476,11 @@ func snippet(sc Scrubber, b []byte, more bool) string {
 }
 
 // readAnswer returns the JSON-RPC response for id from a JSON or SSE body.
-func readAnswer(resp *http.Response, id json.RawMessage) ([]byte, error) {
+func readAnswer(resp *http.Response, id json.RawMessage, on func([]byte)) ([]byte, error) {
 	ct := resp.Header.Get("Content-Type")
 	body := io.LimitReader(resp.Body, MaxResponseBytes)
 	if strings.HasPrefix(ct, "text/event-stream") {
-		return readSSE(body, id)
+		return readSSE(body, id, on)
 	}
 	b, err := io.ReadAll(body)
 	if err != nil {
@@ -465,6 +495,12 @@ func readAnswer(resp *http.Response, id json.RawMessage) ([]byte, error) {
 // every request then carries the SEP-2575 _meta and headers. Any other
 // server gets initialize, then notifications/initialized.
 func (c *Client) Initialize(ctx context.Context, srv *registry.Server) (Session, error) {
+	return c.initialize(ctx, srv, nil)
+}
+
+// initialize is Initialize announcing the client capabilities caps (nil:
+// none).
+func (c *Client) initialize(ctx context.Context, srv *registry.Server, caps json.RawMessage) (Session, error) {
 	if !c.legacy.known(srv.URL) {
 		s, ok, err := c.discover(ctx, srv)
 		if err != nil {
@@ -475,7 +511,10 @@ func (c *Client) Initialize(ctx context.Context, srv *registry.Server) (Session,
 		}
 		c.legacy.mark(srv.URL)
 	}
-	params := []byte(`{"protocolVersion":"` + ProtocolVersion + `","capabilities":{},"clientInfo":{"name":"` + c.name() + `","version":"1"}}`)
+	if len(caps) == 0 || caps[0] != '{' {
+		caps = json.RawMessage(`{}`)
+	}
+	params := []byte(`{"protocolVersion":"` + ProtocolVersion + `","capabilities":` + string(caps) + `,"clientInfo":{"name":"` + c.name() + `","version":"1"}}`)
 	resp, hdr, err := c.Send(ctx, &Exchange{Server: srv, ID: json.RawMessage(`0`), Method: "initialize", Params: params})
 	if err != nil {
 		return Session{}, err
@@ -515,20 +554,26 @@ func (c *Client) Call(ctx context.Context, ex *Exchange) (*jsonrpc.Response, Ses
 
 func (c *Client) call(ctx context.Context, ex *Exchange) (*jsonrpc.Response, Session, error) {
 	if ex.Session.Protocol == "" {
-		s, err := c.Initialize(ctx, ex.Server)
+		s, err := c.initialize(ctx, ex.Server, ex.Capabilities)
 		if err != nil {
 			return nil, Session{}, setup(err)
 		}
 		ex.Session = s
+		if ex.OnSession != nil {
+			ex.OnSession(s)
+		}
 	}
 	resp, _, err := c.Send(ctx, ex)
 	var lost *SessionLost
 	if errors.As(err, &lost) {
-		s, ierr := c.Initialize(ctx, ex.Server)
+		s, ierr := c.initialize(ctx, ex.Server, ex.Capabilities)
 		if ierr != nil {
 			return nil, Session{}, setup(ierr)
 		}
 		ex.Session = s
+		if ex.OnSession != nil {
+			ex.OnSession(s)
+		}
 		resp, _, err = c.Send(ctx, ex)
 	}
 	return resp, ex.Session, err

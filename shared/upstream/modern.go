@@ -72,12 +72,15 @@ func (c *Client) discover(ctx context.Context, srv *registry.Server) (Session, b
 
 // modernMeta adds the SEP-2575 _meta members to params (members the client
 // already set are kept).
-func (c *Client) modernMeta(params json.RawMessage, protocol string) json.RawMessage {
+func (c *Client) modernMeta(params json.RawMessage, protocol string, caps json.RawMessage) json.RawMessage {
 	v, _ := json.Marshal(protocol)
 	params = SetMeta(params, MetaProtocolVersion, v)
 	info, _ := json.Marshal(map[string]string{"name": c.name(), "version": "1"})
 	params = SetMeta(params, MetaClientInfo, info)
-	return SetMeta(params, MetaClientCapabilities, json.RawMessage(`{}`))
+	if len(caps) == 0 || caps[0] != '{' {
+		caps = json.RawMessage(`{}`)
+	}
+	return SetMeta(params, MetaClientCapabilities, caps)
 }
 
 // SetMeta returns params with params._meta[key] = val, unless _meta already
@@ -126,4 +129,32 @@ func standardHeaders(h http.Header, method string, params, toolDef json.RawMessa
 	if v, ok := jsonrpc.StringMember(params, member); ok {
 		h.Set("Mcp-Name", v)
 	}
+}
+
+// stripModernMeta returns params without the SEP-2575 _meta members
+// (protocol version, client info, capabilities) that a 2026-07-28 client
+// sent: a server of an earlier version that sees them takes the request
+// for a 2026-07-28 one (the Go SDK's stateful server refuses it with
+// -32022). Other _meta members (progressToken, ...) are kept; a _meta
+// left empty is removed. The input is never modified.
+func stripModernMeta(params json.RawMessage) json.RawMessage {
+	meta := jsonrpc.Member(params, "_meta")
+	if len(meta) == 0 || meta[0] != '{' {
+		return params
+	}
+	out := meta
+	for _, k := range []string{MetaProtocolVersion, MetaClientInfo, MetaClientCapabilities} {
+		if jsonrpc.Member(out, k) != nil {
+			out = jsonrpc.Edit(out, k, nil)
+		}
+	}
+	if len(out) == len(meta) {
+		return params
+	}
+	empty := true
+	jsonrpc.Members(out, func(string, json.RawMessage) { empty = false })
+	if empty {
+		return jsonrpc.Edit(params, "_meta", nil)
+	}
+	return jsonrpc.Edit(params, "_meta", out)
 }
