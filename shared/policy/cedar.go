@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	cedar "github.com/cedar-policy/cedar-go"
 	"github.com/cedar-policy/cedar-go/types"
@@ -95,6 +96,68 @@ type cedarLayer struct {
 	// matched (nor errored: Cedar evaluates a condition only once the
 	// scope matches).
 	byMethod map[string]*scopeIndex
+	// ents caches the entities of recent requests (see entitiesCached).
+	ents entityCache
+}
+
+// entityCache's bounds: by count, and by size, since a request whose key
+// (its names and the tool's annotations, which an upstream writes) is
+// over maxCachedKeyBytes is not cached; an entry's entities are of the
+// order of its key. At the count bound the cache is emptied rather than
+// evicted one by one.
+const (
+	maxCachedEntities = 1024
+	maxCachedKeyBytes = 2 << 10
+)
+
+// entityCache holds the entities built for a request's caller and target:
+// they depend on nothing else, and building them (above all the tool's
+// annotations as a Cedar record) is most of a decision's cost. The values
+// are immutable once built and shared between requests.
+type entityCache struct {
+	mu sync.Mutex
+	m  map[string]cachedEntities
+}
+
+type cachedEntities struct {
+	principal, action, resource types.EntityUID
+	em                          types.EntityMap
+}
+
+// entitiesCached is entitiesOf through l's cache.
+func (l *cedarLayer) entitiesCached(req *Request, r reads) (principal, action, resource types.EntityUID, em types.EntityMap) {
+	var b strings.Builder
+	for _, s := range []string{req.Tenant, req.Caller.ID, req.Caller.KeyID, req.Method, req.Server, req.Tool, req.Prompt, req.ResourceURI} {
+		b.WriteString(s)
+		b.WriteByte(0)
+	}
+	for _, role := range req.Caller.Roles {
+		b.WriteString(role)
+		b.WriteByte(1)
+	}
+	if r&readsAnnotations != 0 {
+		b.WriteByte(2)
+		b.Write(req.Annotations)
+	}
+	key := b.String()
+	c := &l.ents
+	c.mu.Lock()
+	e, ok := c.m[key]
+	c.mu.Unlock()
+	if ok {
+		return e.principal, e.action, e.resource, e.em
+	}
+	principal, action, resource, em = entitiesOf(req, r)
+	if len(key) > maxCachedKeyBytes {
+		return principal, action, resource, em
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxCachedEntities {
+		c.m = make(map[string]cachedEntities)
+	}
+	c.m[key] = cachedEntities{principal, action, resource, em}
+	c.mu.Unlock()
+	return principal, action, resource, em
 }
 
 // indexed is one policy of the index.
@@ -284,7 +347,7 @@ func (l *cedarLayer) Decide(ctx context.Context, req *Request) Verdict {
 		return denied(ReasonNoPermit, RuleNoPermit)
 	}
 	r := cands.reads()
-	principal, action, resource, entities := entitiesOf(req, r)
+	principal, action, resource, entities := l.entitiesCached(req, r)
 	if req.Listing {
 		return l.decideListing(ctx, cands, principal, action, resource, entities, req, r)
 	}

@@ -260,3 +260,40 @@ permit (principal, action in Action::"tools/call", resource in Tool::"srv3/tool3
 		t.Fatal("no request was allowed: the comparison says nothing")
 	}
 }
+
+// TestCedarEntityCache: a decision through the entity cache follows what
+// keys it (roles, annotations), and a request whose key is too large is
+// decided, not cached.
+func TestCedarEntityCache(t *testing.T) {
+	l := mustCedar(t, `permit (principal in Role::"ops", action, resource) when { resource.annotations has readOnlyHint && resource.annotations.readOnlyHint };`)
+	ctx := context.Background()
+	req := func(roles []string, ann string) *Request {
+		r := toolCall("mock", "echo")
+		r.Caller.Roles = roles
+		r.Annotations = json.RawMessage(ann)
+		return r
+	}
+	big := `{"readOnlyHint":true,"title":"` + strings.Repeat("x", maxCachedKeyBytes) + `"}`
+	for i := range 3 { // the second and third rounds are served from the cache
+		for _, tc := range []struct {
+			name  string
+			req   *Request
+			allow bool
+		}{
+			{"ops, read-only", req([]string{"ops"}, `{"readOnlyHint":true}`), true},
+			{"ops, not read-only", req([]string{"ops"}, `{"readOnlyHint":false}`), false},
+			{"dev, read-only", req([]string{"dev"}, `{"readOnlyHint":true}`), false},
+			{"ops, large annotations", req([]string{"ops"}, big), true},
+		} {
+			if got := l.Decide(ctx, tc.req); got.Allow != tc.allow {
+				t.Fatalf("round %d, %s: allow %v, want %v (%+v)", i, tc.name, got.Allow, tc.allow, got)
+			}
+		}
+	}
+	l.ents.mu.Lock()
+	n := len(l.ents.m)
+	l.ents.mu.Unlock()
+	if n != 3 {
+		t.Fatalf("%d cached entries, want 3 (the large request is not cached)", n)
+	}
+}
