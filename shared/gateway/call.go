@@ -420,10 +420,38 @@ func (g *Gateway) exchange(c *pipeline.Call, srv *registry.Server, ep endpoint, 
 		}
 	}
 	if ep.out != nil {
-		out, name := ep.out, srv.Name
-		ex.OnEvent = func(msg []byte) { out.Event(relayMessage(name, msg)) }
+		out := ep.out
+		ex.OnEvent = func(msg []byte) { g.relayEvent(c, srv, out, msg) }
 	}
 	return ex, settle
+}
+
+// relayEvent sends one message of srv's event stream to the client's
+// stream. A request of the server to the client (it has a method and an
+// id: sampling/createMessage, elicitation/create, roots/list) is audited
+// like a request of the client, with its method, the server, and the
+// outcome allowed when it reached the client's stream, error when the
+// answer had already been sent; the client's answer is audited too
+// (clientAnswer, method "response").
+func (g *Gateway) relayEvent(c *pipeline.Call, srv *registry.Server, out *stream, msg []byte) {
+	relayed := relayMessage(srv.Name, msg)
+	sent := out.Event(relayed)
+	method, _ := jsonrpc.StringMember(msg, "method")
+	if id := jsonrpc.Member(msg, "id"); method == "" || id == nil || string(id) == "null" {
+		return
+	}
+	rec := &pipeline.Call{
+		Tenant: c.Tenant, Caller: c.Caller, KeyID: c.KeyID, CorrelationID: c.CorrelationID,
+		Method: method, ID: jsonrpc.Member(relayed, "id"), Start: g.o.Now(), SessionID: c.SessionID,
+		PolicyHash: c.PolicyHash, Server: srv,
+	}
+	outcome, code := audit.OutcomeAllowed, 0
+	if !sent {
+		outcome, code = audit.OutcomeError, int(refusal.CodeInternal)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), SettleTimeout)
+	defer cancel()
+	g.audit(ctx, rec, outcome, code, "", "server-to-client request")
 }
 
 // asksClient reports whether client capabilities caps let a server send

@@ -239,6 +239,14 @@ func TestAggregateTwoServers(t *testing.T) {
 			}
 			return err
 		}, "", "tools/call", "alpha", "test_sampling"},
+		{"the relayed request is audited", func() error {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "beta.test_sampling", Arguments: map[string]any{"prompt": "hi"}})
+			return err
+		}, "", "sampling/createMessage", "beta", ""},
+		{"and the client's answer", func() error {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "beta.test_sampling", Arguments: map[string]any{"prompt": "hi"}})
+			return err
+		}, "", "response", "beta", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(auditRecords(t, e))
