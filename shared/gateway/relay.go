@@ -88,7 +88,8 @@ func (g *Gateway) relay(ctx context.Context, w http.ResponseWriter, ep endpoint,
 // upstream session is the gateway session's (Mcp-Session-Id), and the
 // upstream gets the answer with its own id. It is answered 202, as the
 // transport answers a response; an answer whose session is unknown is
-// 404, and one whose id names no server of the tenant's, 400. It is
+// 404, and one whose id names no server of the tenant's, 400, each with
+// an {"error": ...} body. It is
 // audited with the method "response" and the server it went to.
 func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, key registry.Key, tenant registry.Tenant, corr string, body []byte, resp jsonrpc.Response) {
 	c := &pipeline.Call{
@@ -99,28 +100,28 @@ func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *ht
 	if err := g.pipe.RunUntil(ctx, c, pipeline.Params); err != nil {
 		var ref *refusal.Refusal
 		if errors.As(err, &ref) && ref.Word == refusal.SessionError {
-			w.WriteHeader(http.StatusNotFound)
+			writeJSON(w, http.StatusNotFound, `{"error":"unknown session"}`)
 			return
 		}
 		if errors.As(err, &ref) && ref.Code == refusal.CodeInvalidRequest {
-			w.WriteHeader(http.StatusBadRequest)
+			writeJSON(w, http.StatusBadRequest, `{"error":"Mcp-Session-Id header is required"}`)
 			return
 		}
 	}
 	name, upID, ok := unrelayID(resp.ID)
 	if !ok || (ep.server != "" && name != ep.server) {
-		w.WriteHeader(http.StatusBadRequest)
+		writeJSON(w, http.StatusBadRequest, `{"error":"this response answers no request the gateway relayed"}`)
 		return
 	}
 	servers, err := g.cat.Servers(ctx, tenant.ID, name)
 	if err != nil || len(servers) == 0 {
-		w.WriteHeader(http.StatusBadRequest)
+		writeJSON(w, http.StatusBadRequest, `{"error":"this response answers no request the gateway relayed"}`)
 		return
 	}
 	c.Server = &servers[0]
 	sess, ok := upstream.DecodeSession(c.Session.Upstream[name])
 	if !ok {
-		w.WriteHeader(http.StatusNotFound)
+		writeJSON(w, http.StatusNotFound, `{"error":"no upstream session of this session for the server the response names"}`)
 		return
 	}
 	msg := jsonrpc.Edit(json.RawMessage(body), "id", upID)
