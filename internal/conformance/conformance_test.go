@@ -87,7 +87,11 @@ func TestSuite(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res, err := suite.Run(ctx, u, v.spec, out, 15000)
+				// The suite's own default per-scenario timeout: on two
+				// loaded cores (scripts/test runs every package at once) an
+				// elicitation round trip through the gateway has taken more
+				// than 15 s once.
+				res, err := suite.Run(ctx, u, v.spec, out, 30000)
 				if err != nil {
 					t.Errorf("%s %s: %v", v.spec, target, err)
 					return
