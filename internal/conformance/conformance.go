@@ -107,7 +107,15 @@ func installed(dir, name, version string) bool {
 // suite (some check failed) is not an error; a suite that could not run
 // is, with its output.
 func (s *Suite) Run(ctx context.Context, url, version, out string, timeoutMs int) (Results, error) {
+	return s.RunScenario(ctx, url, version, "", out, timeoutMs)
+}
+
+// RunScenario is Run for one scenario ("" is every scenario of version).
+func (s *Suite) RunScenario(ctx context.Context, url, version, scenario, out string, timeoutMs int) (Results, error) {
 	args := []string{s.Entry, "server", "--url", url, "--spec-version", version, "-o", out}
+	if scenario != "" {
+		args = append(args, "--scenario", scenario)
+	}
 	if timeoutMs > 0 {
 		args = append(args, "--timeout", fmt.Sprint(timeoutMs))
 	}

@@ -71,6 +71,7 @@ func TestSuite(t *testing.T) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	tables := map[string]map[string]Results{}
+	urls := map[string]string{} // "spec target" → the URL its suite ran against
 	for _, v := range versions {
 		up := mcptest.Conformance(t, v.stateless) + "/mcp"
 		gw := startGateway(t, bin, up)
@@ -83,6 +84,7 @@ func TestSuite(t *testing.T) {
 			case "/mcp":
 				u = gw + "/mcp"
 			}
+			urls[v.spec+" "+target] = u
 			out := filepath.Join(t.TempDir(), "results")
 			wg.Add(1)
 			go func() {
@@ -106,6 +108,7 @@ func TestSuite(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	retryGatewayFailures(ctx, t, suite, tables, urls)
 	for _, v := range versions {
 		tab := tables[v.spec]
 		direct := tab["direct"]
@@ -310,4 +313,37 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// retryGatewayFailures runs once more, alone, each scenario that passed
+// direct and failed through the gateway in the six concurrent suite runs,
+// and keeps the second result. A scenario that passes on the retry is
+// logged as INTERMITTENT with its first failure, never silently
+// (docs/protocol.md, "Known intermittent failures"). One that fails
+// twice fails the test as before.
+func retryGatewayFailures(ctx context.Context, t *testing.T, suite *Suite, tables map[string]map[string]Results, urls map[string]string) {
+	for _, v := range versions {
+		tab := tables[v.spec]
+		for _, target := range targets[1:] {
+			for _, name := range tab["direct"].Names() {
+				sc, ok := tab[target][name]
+				if !tab["direct"][name].Passed || !ok || sc.Passed {
+					continue
+				}
+				out := filepath.Join(t.TempDir(), "retry")
+				res, err := suite.RunScenario(ctx, urls[v.spec+" "+target], v.spec, name, out, 30000)
+				if err != nil {
+					t.Errorf("%s %s %s: retry did not run: %v", v.spec, target, name, err)
+					continue
+				}
+				again, ok := res[name]
+				if !ok || !again.Passed {
+					continue
+				}
+				t.Logf("INTERMITTENT: %s %s through %s failed in the concurrent run (%s) and passed alone on a retry",
+					v.spec, name, target, strings.Join(sc.Failed, "; "))
+				tab[target][name] = again
+			}
+		}
+	}
 }
