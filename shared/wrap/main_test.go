@@ -173,6 +173,10 @@ func forker(args []string) int {
 		return 97
 	}
 	_ = cmd.Wait()
+	// Only a signal ends the forker: returning here, when the grandchild
+	// died of the same signal first, would race the Go runtime's own exit
+	// on that signal and could exit 0 (seen once under a loaded suite).
+	time.Sleep(time.Hour)
 	return 0
 }
 
