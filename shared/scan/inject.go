@@ -1288,11 +1288,11 @@ func (s *Scanner) blob(t string, ws, we int) hit {
 	}
 	// Hex: the word itself. Its first byte is tried before the whole
 	// word is read: random hex (a hash) rarely starts with text.
-	if hi, ok := hexVal(t[ws]); ok && we-ws >= minBlob && (we-ws)%2 == 0 && (hi == 2 || hi >= 3 && hi <= 7 || hi == 0) && run(t[ws:we], isHex) == we-ws {
+	if hi, ok := HexVal(t[ws]); ok && we-ws >= minBlob && (we-ws)%2 == 0 && (hi == 2 || hi >= 3 && hi <= 7 || hi == 0) && run(t[ws:we], isHex) == we-ws {
 		// Random hex (a hash) fails at once: its bytes are rarely all text.
 		for k := ws; k+1 < we && k < ws+2*probeDecoded; k += 2 {
-			hi, _ := hexVal(t[k])
-			lo, _ := hexVal(t[k+1])
+			hi, _ := HexVal(t[k])
+			lo, _ := HexVal(t[k+1])
 			if b := hi<<4 | lo; (b < 0x20 || b > 0x7e) && b != '\n' && b != '\r' && b != '\t' {
 				return noHit
 			}

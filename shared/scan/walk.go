@@ -410,7 +410,7 @@ func AppendUnescaped(dst, c []byte) []byte {
 			i = j
 			continue
 		}
-		if r, ok := shortEscape(c[i+1]); ok {
+		if r, ok := ShortEscape(c[i+1]); ok {
 			dst = append(dst, r)
 			i += 2
 			continue
@@ -440,7 +440,7 @@ func AppendUnescaped(dst, c []byte) []byte {
 }
 
 // shortEscape is the byte of the two-character JSON escape \e.
-func shortEscape(e byte) (byte, bool) {
+func ShortEscape(e byte) (byte, bool) {
 	switch e {
 	case '"', '\\', '/':
 		return e, true
@@ -465,7 +465,7 @@ func hex4(c []byte, j int) (rune, bool) {
 	}
 	var u rune
 	for _, b := range c[j : j+4] {
-		v, ok := hexVal(b)
+		v, ok := HexVal(b)
 		if !ok {
 			return 0, false
 		}
@@ -474,9 +474,10 @@ func hex4(c []byte, j int) (rune, bool) {
 	return u, true
 }
 
-func isHex(c byte) bool { _, ok := hexVal(c); return ok }
+func isHex(c byte) bool { _, ok := HexVal(c); return ok }
 
-func hexVal(c byte) (byte, bool) {
+// HexVal is the value of the hex digit c (either case).
+func HexVal(c byte) (byte, bool) {
 	switch {
 	case c >= '0' && c <= '9':
 		return c - '0', true

@@ -990,8 +990,8 @@ func readChar(t []byte, j, d int) (char, int) {
 		return char{}, charBad
 	}
 	if e.v < utf8.RuneSelf {
-		if r, ok := shortEscape(byte(e.v)); ok {
-			return char{v: r, end: e.end}, charOK
+		if b, ok := content.ShortEscape(byte(e.v)); ok {
+			return char{v: rune(b), end: e.end}, charOK
 		}
 	}
 	if e.v != 'u' || e.end != c.end+1 {
@@ -1038,7 +1038,7 @@ func hex4(t []byte, j int) (rune, int) {
 		if i >= len(t) {
 			return 0, charShort
 		}
-		v, ok := hexVal(t[i])
+		v, ok := content.HexVal(t[i])
 		if !ok {
 			return 0, charBad
 		}
@@ -1047,44 +1047,13 @@ func hex4(t []byte, j int) (rune, int) {
 	return u, charOK
 }
 
-// shortEscape is the character of the two-character JSON escape \e.
-func shortEscape(e byte) (rune, bool) {
-	switch e {
-	case '"', '\\', '/':
-		return rune(e), true
-	case 'b':
-		return '\b', true
-	case 'f':
-		return '\f', true
-	case 'n':
-		return '\n', true
-	case 'r':
-		return '\r', true
-	case 't':
-		return '\t', true
-	}
-	return 0, false
-}
-
 func unhex2(a, b byte) (byte, bool) {
-	hi, ok1 := hexVal(a)
-	lo, ok2 := hexVal(b)
+	hi, ok1 := content.HexVal(a)
+	lo, ok2 := content.HexVal(b)
 	return hi<<4 | lo, ok1 && ok2
 }
 
-func isHex(c byte) bool { _, ok := hexVal(c); return ok }
-
-func hexVal(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}
+func isHex(c byte) bool { _, ok := content.HexVal(c); return ok }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
