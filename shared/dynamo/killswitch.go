@@ -39,15 +39,7 @@ func (s *Store) DeleteStop(ctx context.Context, tenant, server, tool string) err
 // Stops implements killswitch.Reader: one strongly consistent Query, sorted
 // by server then tool.
 func (s *Store) Stops(ctx context.Context, tenant string) ([]killswitch.Stop, error) {
-	var out []killswitch.Stop
-	err := s.queryDocs(ctx, "Stops", tenantPK(tenant), prefixStop+"#", func(it Item) error {
-		var st killswitch.Stop
-		if err := GetDoc(it, &st); err != nil {
-			return err
-		}
-		out = append(out, st)
-		return nil
-	})
+	out, err := queryAll[killswitch.Stop](ctx, s, "Stops", tenantPK(tenant), prefixStop+"#")
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Server != out[j].Server {
 			return out[i].Server < out[j].Server

@@ -29,15 +29,7 @@ func (s *Store) Pins(ctx context.Context, tenant, server string) ([]registry.Pin
 	if server != "" {
 		prefix = JoinKey(prefixPin, server) + "#"
 	}
-	var out []registry.Pin
-	err := s.queryDocs(ctx, "Pins", tenantPK(tenant), prefix, func(it Item) error {
-		var p registry.Pin
-		if err := GetDoc(it, &p); err != nil {
-			return err
-		}
-		out = append(out, p)
-		return nil
-	})
+	out, err := queryAll[registry.Pin](ctx, s, "Pins", tenantPK(tenant), prefix)
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Server != out[j].Server {
 			return out[i].Server < out[j].Server

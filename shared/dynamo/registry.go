@@ -57,6 +57,20 @@ func (s *Store) getDoc(ctx context.Context, op, pk, sk string, v any) error {
 
 // queryDocs reads every item of partition pk whose sk begins with prefix,
 // decoding each doc with decode, in sk order.
+// queryAll is queryDocs decoding every item's document into a T.
+func queryAll[T any](ctx context.Context, s *Store, op, pk, prefix string) ([]T, error) {
+	var out []T
+	err := s.queryDocs(ctx, op, pk, prefix, func(it Item) error {
+		var v T
+		if err := GetDoc(it, &v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	return out, err
+}
+
 func (s *Store) queryDocs(ctx context.Context, op, pk, prefix string, decode func(Item) error) error {
 	in := &dynamodb.QueryInput{
 		TableName:              aws.String(s.tables.State),
@@ -105,15 +119,7 @@ func (s *Store) Tenant(ctx context.Context, id string) (registry.Tenant, error) 
 
 // Servers implements registry.Reader; sorted by name (sk order).
 func (s *Store) Servers(ctx context.Context, tenant string) ([]registry.Server, error) {
-	var out []registry.Server
-	err := s.queryDocs(ctx, "Servers", tenantPK(tenant), prefixServer+"#", func(it Item) error {
-		var sv registry.Server
-		if err := GetDoc(it, &sv); err != nil {
-			return err
-		}
-		out = append(out, sv)
-		return nil
-	})
+	out, err := queryAll[registry.Server](ctx, s, "Servers", tenantPK(tenant), prefixServer+"#")
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, err
 }
@@ -134,15 +140,7 @@ func (s *Store) PutTenant(ctx context.Context, t registry.Tenant) error {
 
 // ListTenants implements registry.Writer; sorted by id.
 func (s *Store) ListTenants(ctx context.Context) ([]registry.Tenant, error) {
-	var out []registry.Tenant
-	err := s.queryDocs(ctx, "ListTenants", pkTenants, "", func(it Item) error {
-		var t registry.Tenant
-		if err := GetDoc(it, &t); err != nil {
-			return err
-		}
-		out = append(out, t)
-		return nil
-	})
+	out, err := queryAll[registry.Tenant](ctx, s, "ListTenants", pkTenants, "")
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, err
 }
@@ -203,15 +201,7 @@ func (s *Store) writeKey(ctx context.Context, op string, k registry.Key, cond st
 
 // ListKeys implements registry.Writer; sorted by id.
 func (s *Store) ListKeys(ctx context.Context, tenant string) ([]registry.Key, error) {
-	var out []registry.Key
-	err := s.queryDocs(ctx, "ListKeys", tenantPK(tenant), prefixKey+"#", func(it Item) error {
-		var k registry.Key
-		if err := GetDoc(it, &k); err != nil {
-			return err
-		}
-		out = append(out, k)
-		return nil
-	})
+	out, err := queryAll[registry.Key](ctx, s, "ListKeys", tenantPK(tenant), prefixKey+"#")
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, err
 }
