@@ -241,12 +241,12 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 		c.Found(audit.Finding{At: audit.AtArguments, Kind: f.Kind.String(), Rule: f.Rule, Action: act})
 	}
 	if kinds != nil {
-		k.o.Logger.WarnContext(ctx, "sensitive data in arguments; call refused (EGRESS_ACTION=block)", k.attrs(c, kinds)...)
+		k.o.Logger.WarnContext(ctx, "sensitive data in arguments; call refused (EGRESS_ACTION=block)", k.o.attrs(c, kinds)...)
 		return refusal.Egress(kinds)
 	}
 	if a.Egress != off {
 		if sensitive := sensitiveKinds(found); sensitive != nil {
-			k.o.Logger.WarnContext(ctx, "sensitive data in arguments; call let through (monitor)", k.attrs(c, sensitive)...)
+			k.o.Logger.WarnContext(ctx, "sensitive data in arguments; call let through (monitor)", k.o.attrs(c, sensitive)...)
 		}
 	}
 	if rules == nil {
@@ -463,8 +463,6 @@ func sensitiveKinds(found []scan.Finding) []string {
 	}
 	return kinds
 }
-
-func (k *Check) attrs(c *pipeline.Call, kinds []string) []any { return k.o.attrs(c, kinds) }
 
 func (o *Options) threatAttrs(c *pipeline.Call, rules []string) []any {
 	a := []any{"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "rules", rules}
