@@ -45,7 +45,7 @@ func BenchmarkUpstreamCall(b *testing.B) {
 	_ = st.PutKey(ctx, rec)
 	s := config.Defaults()
 	s.LocalMode = true
-	s.RateLimitPerSession, s.RateLimitPerTool = 1e9, 1e9
+	s.RateLimitPerSession, s.RateLimitPerTool, s.RateLimitPerKey = 1e9, 1e9, 1e9
 	s.BillingEnabled, s.BillingEnforce = true, true
 	gw, err := gateway.New(st, &gateway.Options{
 		Settings: s,

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects a request may have.
@@ -207,6 +208,19 @@ func depth(b []byte) int {
 // eachMember calls fn for each member of the JSON object obj (valid JSON),
 // with the decoded key and the exact bytes of the value.
 func eachMember(obj []byte, fn func(key string, val json.RawMessage) error) error {
+	return eachRawMember(obj, func(raw []byte, val json.RawMessage) error {
+		key, err := decodeKey(raw)
+		if err != nil {
+			return err
+		}
+		return fn(key, val)
+	})
+}
+
+// eachRawMember is eachMember with each key as written (quotes and
+// escapes included), for callers that only compare keys: keyIs costs no
+// allocation where decoding would.
+func eachRawMember(obj []byte, fn func(raw []byte, val json.RawMessage) error) error {
 	i := skipSpace(obj, 1)
 	if i < len(obj) && obj[i] == '}' {
 		return nil
@@ -214,14 +228,11 @@ func eachMember(obj []byte, fn func(key string, val json.RawMessage) error) erro
 	for i < len(obj) {
 		i = skipSpace(obj, i)
 		kEnd := skipString(obj, i)
-		key, err := decodeKey(obj[i:kEnd])
-		if err != nil {
-			return err
-		}
+		raw := obj[i:kEnd]
 		i = skipSpace(obj, kEnd)
 		i = skipSpace(obj, i+1) // ':'
 		vEnd := skipValue(obj, i)
-		if err := fn(key, obj[i:vEnd:vEnd]); err != nil {
+		if err := fn(raw, obj[i:vEnd:vEnd]); err != nil {
 			return err
 		}
 		i = skipSpace(obj, vEnd)
@@ -231,6 +242,15 @@ func eachMember(obj []byte, fn func(key string, val json.RawMessage) error) erro
 		i++ // ','
 	}
 	return nil
+}
+
+// keyIs reports whether the key raw (as written, quoted) decodes to key.
+func keyIs(raw []byte, key string) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return len(raw) >= 2 && string(raw[1:len(raw)-1]) == key
+	}
+	k, err := decodeKey(raw)
+	return err == nil && k == key
 }
 
 func decodeKey(raw []byte) (string, error) {
@@ -300,8 +320,8 @@ func Member(obj json.RawMessage, key string) json.RawMessage {
 		return nil
 	}
 	var out json.RawMessage
-	_ = eachMember(obj, func(k string, v json.RawMessage) error {
-		if k == key && out == nil {
+	_ = eachRawMember(obj, func(k []byte, v json.RawMessage) error {
+		if out == nil && keyIs(k, key) {
 			out = v
 		}
 		return nil
@@ -312,8 +332,11 @@ func Member(obj json.RawMessage, key string) json.RawMessage {
 // StringMember returns member key of obj as a string, and whether it was one.
 func StringMember(obj json.RawMessage, key string) (string, bool) {
 	v := Member(obj, key)
-	if len(v) == 0 || v[0] != '"' {
+	if len(v) < 2 || v[0] != '"' {
 		return "", false
+	}
+	if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+		return string(v[1 : len(v)-1]), true // no escape: the bytes are the string
 	}
 	var s string
 	if json.Unmarshal(v, &s) != nil {
@@ -401,13 +424,13 @@ func DecodeResponse(b []byte) (Response, bool) {
 	if len(b) == 0 || b[0] != '{' || !json.Valid(b) {
 		return r, false
 	}
-	_ = eachMember(b, func(k string, v json.RawMessage) error {
-		switch k {
-		case "id":
+	_ = eachRawMember(b, func(k []byte, v json.RawMessage) error {
+		switch {
+		case keyIs(k, "id"):
 			r.ID = v
-		case "result":
+		case keyIs(k, "result"):
 			r.Result = v
-		case "error":
+		case keyIs(k, "error"):
 			r.Error = v
 		}
 		return nil

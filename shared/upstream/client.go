@@ -176,6 +176,9 @@ func credKind(ref string) string {
 // the circuit breaker: the upstream could not be reached, answered non-2xx,
 // sent something unreadable, or did not answer in time.
 func IsFailure(err error) bool {
+	if err == nil {
+		return false
+	}
 	var (
 		ce *ConnError
 		te *TimeoutError
