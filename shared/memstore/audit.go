@@ -27,8 +27,60 @@ type auditLog struct {
 	seq       int64
 	retention time.Duration
 	now       func() time.Time
-	byTenant  map[string][]auditRec // sorted by sort key
-	bytes     map[string]int        // per tenant: the sum of its records' sizes
+	byTenant  map[string]*tenantAudit
+}
+
+// tenantAudit is one tenant's records, sorted by sort key: recs[head:] are
+// live; the slots before head were dropped (and cleared), and are reused by
+// moving the live records down when an append would otherwise grow the
+// array, so a full log costs no allocation per record.
+type tenantAudit struct {
+	recs  []auditRec
+	head  int
+	bytes int // the sum of the live records' sizes
+}
+
+func (t *tenantAudit) live() []auditRec { return t.recs[t.head:] }
+
+// insert puts rec in sort-key order: at the end, unless a record written
+// at the same time by another call sorts after it.
+func (t *tenantAudit) insert(rec auditRec) {
+	l := t.live()
+	i := len(l)
+	if i > 0 && l[i-1].sk > rec.sk {
+		i = sort.Search(len(l), func(j int) bool { return l[j].sk > rec.sk })
+	}
+	if len(t.recs) == cap(t.recs) && t.head > 0 {
+		n := len(l)
+		if free := cap(t.recs) - n; free < n/4 {
+			// Too little room would move the records at every few
+			// writes: grow once by half.
+			grown := make([]auditRec, n, n+n/2+1)
+			copy(grown, l)
+			t.recs = grown
+		} else {
+			copy(t.recs, l)
+			clear(t.recs[n:])
+			t.recs = t.recs[:n]
+		}
+		t.head = 0
+		l = t.recs
+	}
+	t.recs = append(t.recs, auditRec{})
+	l = t.live()
+	copy(l[i+1:], l[i:])
+	l[i] = rec
+}
+
+// dropHead drops the n oldest live records.
+func (t *tenantAudit) dropHead(n int) {
+	l := t.live()
+	for i := range n {
+		t.bytes -= l[i].size
+	}
+	// Clearing the slots lets their records go now.
+	clear(l[:n])
+	t.head += n
 }
 
 type auditRec struct {
@@ -75,19 +127,20 @@ func (s *Store) Write(_ context.Context, r audit.Record) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.byTenant == nil {
-		a.byTenant = map[string][]auditRec{}
-		a.bytes = map[string]int{}
+		a.byTenant = map[string]*tenantAudit{}
 	}
 	a.seq++
 	rec := auditRec{sk: auditSortKey(r.Time, a.seq), r: r}
 	rec.size = len(rec.sk) + r.Size()
-	bytes := a.bytes[r.Tenant] + rec.size
-	l := a.byTenant[r.Tenant]
-	i := sort.Search(len(l), func(i int) bool { return l[i].sk > rec.sk })
-	l = append(l, auditRec{})
-	copy(l[i+1:], l[i:])
-	l[i] = rec
+	t := a.byTenant[r.Tenant]
+	if t == nil {
+		t = &tenantAudit{}
+		a.byTenant[r.Tenant] = t
+	}
+	t.insert(rec)
+	t.bytes += rec.size
 	// Sweep the expired head: records are sorted by time.
+	l := t.live()
 	now, ret := a.clock()
 	drop := 0
 	for drop < len(l) && !l[drop].r.Time.Add(ret).After(now) {
@@ -99,6 +152,7 @@ func (s *Store) Write(_ context.Context, r audit.Record) error {
 	if n := len(l) - drop; n > s.bounds.auditRecords {
 		drop += n - s.bounds.auditRecords
 	}
+	bytes := t.bytes
 	for i := range drop {
 		bytes -= l[i].size
 	}
@@ -106,12 +160,7 @@ func (s *Store) Write(_ context.Context, r audit.Record) error {
 		bytes -= l[drop].size
 		drop++
 	}
-	// Reslicing keeps the dropped head in the array until append next grows
-	// it; clearing it lets its records go now, and the growth copies only
-	// live records, so memory stays bounded.
-	clear(l[:drop])
-	a.byTenant[r.Tenant] = l[drop:]
-	a.bytes[r.Tenant] = bytes
+	t.dropHead(drop)
 	return nil
 }
 
@@ -133,7 +182,10 @@ func (s *Store) Query(_ context.Context, q audit.Query) ([]audit.Record, string,
 	now, ret := a.clock()
 	from := q.From.UTC().Format(audit.SortTimeLayout)
 	to := q.To.UTC().Format(audit.SortTimeLayout)
-	l := a.byTenant[q.Tenant]
+	var l []auditRec
+	if t := a.byTenant[q.Tenant]; t != nil {
+		l = t.live()
+	}
 	i := sort.Search(len(l), func(i int) bool { return l[i].sk >= from && l[i].sk > after })
 	var out []audit.Record
 	last := ""

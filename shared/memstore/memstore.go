@@ -121,9 +121,9 @@ func (s *Store) Usage() Usage {
 	u.Sessions, u.SessionBytes = len(s.sessions.m), s.sessions.bytes
 	s.mu.Unlock()
 	s.audit.mu.Lock()
-	for t, l := range s.audit.byTenant {
-		u.AuditRecords += len(l)
-		u.AuditBytes += s.audit.bytes[t]
+	for _, t := range s.audit.byTenant {
+		u.AuditRecords += len(t.live())
+		u.AuditBytes += t.bytes
 	}
 	s.audit.mu.Unlock()
 	s.idem.mu.Lock()

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,5 +36,44 @@ func TestAuditIsBounded(t *testing.T) {
 	}
 	if n != MaxAuditRecords {
 		t.Fatalf("kept %d records, want %d", n, MaxAuditRecords)
+	}
+}
+
+// TestAuditKeepsOrderAcrossReuse: records written slightly out of time
+// order, over many times the bound (so the log's array is reused and
+// grown many times), come back as the newest bound records in sort order,
+// each once: the same as sorting everything and keeping the tail.
+func TestAuditKeepsOrderAcrossReuse(t *testing.T) {
+	s := New()
+	s.bounds.auditRecords = 100
+	now := time.Now()
+	ctx := context.Background()
+	var want []time.Time
+	for i := 0; i < 2000; i++ {
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		if i%7 == 3 {
+			at = at.Add(-3 * time.Millisecond) // late arrival of an earlier call
+		}
+		want = append(want, at)
+		if err := s.Write(ctx, audit.Record{Tenant: "a", Time: at, Outcome: "allowed", Tool: at.Format(time.RFC3339Nano)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Usage().AuditRecords; got != min(i+1, 100) {
+			t.Fatalf("after %d writes the log holds %d records", i+1, got)
+		}
+	}
+	slices.SortStableFunc(want, func(a, b time.Time) int { return a.Compare(b) })
+	want = want[len(want)-100:]
+	recs, _, err := s.Query(ctx, audit.Query{Tenant: "a", From: now.Add(-time.Hour), To: now.Add(time.Hour), Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != len(want) {
+		t.Fatalf("kept %d records, want %d", len(recs), len(want))
+	}
+	for i, r := range recs {
+		if !r.Time.Equal(want[i]) || r.Tool != want[i].Format(time.RFC3339Nano) {
+			t.Fatalf("record %d is %v, want %v", i, r.Time, want[i])
+		}
 	}
 }
