@@ -351,6 +351,24 @@ func RugPull(server, tool, pinned, current string) *Refusal {
 		With("server", server).With("tool", tool).With("rule", "definition-changed").With("pinned", pinned).With("new", current)
 }
 
+// Held is -32051 for a call to a tool held for an operator's review: one
+// its tenant holds as new (new_tools "hold"), or one that looks like a
+// pinned tool renamed (renamedFrom, "" for none). data.server and
+// data.tool name it, data.rule is "held-for-review", data.reason says why,
+// data.renamed_from names the pinned tool it resembles.
+func Held(server, tool, renamedFrom string) *Refusal {
+	reason := "new tool awaits an operator's review before it may be called"
+	if renamedFrom != "" {
+		reason = "looks like " + renamedFrom + " renamed; awaits an operator's review before it may be called"
+	}
+	r := New(ToolPoisoning, fmt.Sprintf("Tool definition rejected: %s on %s awaits review", tool, server)).
+		With("server", server).With("tool", tool).With("rule", "held-for-review").With("reason", reason)
+	if renamedFrom != "" {
+		r.With("renamed_from", renamedFrom)
+	}
+	return r
+}
+
 // Unknown is -32601 for a method or tool this tenant does not have.
 func Unknown(what string) *Refusal {
 	return New(MethodNotFound, "Method not found: "+what)
