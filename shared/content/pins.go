@@ -30,7 +30,7 @@ const (
 const (
 	maxPinServers = 10_000
 	maxPinBytes   = 32 << 20 // of pinned definitions
-	maxHeld       = 1_000    // held verdicts per server
+	maxHeld       = 1_000    // rename checks kept per server
 )
 
 // pins is the rug-pull check's view of the pin store: the pins of each
@@ -61,11 +61,11 @@ type serverPins struct {
 	failed time.Time // when a re-read last failed; zero after a good one
 	pins   map[string]registry.Pin
 	bytes  int
-	// held are the verdicts on tools without a pin that were held, by
-	// tool and hash: renamedFrom ("" for a new tool held by the tenant's
-	// setting). Dropped with the pins at every re-read, so an operator's
-	// pin is met within refresh.
-	held map[[2]string]string
+	// renames are the rename checks of tools without a pin, by tool and
+	// hash: the pinned tool each looks like renamed, "" for none. Dropped
+	// with the pins at every re-read, so an operator's pin is met within
+	// refresh.
+	renames map[[2]string]string
 }
 
 // pinState is what the rug-pull check says of one definition.
@@ -103,7 +103,7 @@ func (p *pins) check(ctx context.Context, tenant, server, tool string, v *route.
 	}
 	p.mu.Lock()
 	pin, ok := sp.pins[tool]
-	from, held := sp.held[[2]string{tool, v.PinHash}]
+	from, checked := sp.renames[[2]string{tool, v.PinHash}]
 	p.mu.Unlock()
 	switch {
 	case ok && pin.Hash == v.PinHash:
@@ -112,15 +112,16 @@ func (p *pins) check(ctx context.Context, tenant, server, tool string, v *route.
 		return pinVerdict{state: pinChanged, pinned: pin.Hash}, nil
 	case v.Poisoned():
 		return pinVerdict{}, nil
-	case held:
-		return pinVerdict{state: pinHeld, renamedFrom: from}, nil
 	}
-	if from, ok := p.renameOf(ctx, tenant, server, tool, v, sp); ok || hold {
+	if !checked {
+		from = p.renameOf(ctx, tenant, server, tool, v, sp)
 		p.mu.Lock()
-		if len(sp.held) < maxHeld {
-			sp.held[[2]string{tool, v.PinHash}] = from
+		if len(sp.renames) < maxHeld {
+			sp.renames[[2]string{tool, v.PinHash}] = from
 		}
 		p.mu.Unlock()
+	}
+	if from != "" || hold {
 		return pinVerdict{state: pinHeld, renamedFrom: from}, nil
 	}
 	pin, err = p.store.PinIfAbsent(ctx, registry.Pin{Tenant: tenant, Server: server, Tool: tool, Hash: v.PinHash, Def: v.Canon, By: registry.PinnedOnFirstUse, At: p.now()})
@@ -140,13 +141,13 @@ func (p *pins) check(ctx context.Context, tenant, server, tool string, v *route.
 	return pinVerdict{}, nil
 }
 
-// renameOf reports the pinned tool of sp that tool, without a pin, looks
+// renameOf returns the pinned tool of sp that tool, without a pin, looks
 // like renamed: one its server no longer lists with a near-identical
-// definition (registry.RenameOf). Without a way to know what the server
-// lists now, or when that cannot be read, there is none.
-func (p *pins) renameOf(ctx context.Context, tenant, server, tool string, v *route.Verdict, sp *serverPins) (string, bool) {
+// definition (registry.RenameOf); "" for none. Without a way to know what
+// the server lists now, or when that cannot be read, there is none.
+func (p *pins) renameOf(ctx context.Context, tenant, server, tool string, v *route.Verdict, sp *serverPins) string {
 	if p.listed == nil || len(v.Canon) == 0 {
-		return "", false
+		return ""
 	}
 	p.mu.Lock()
 	list := make([]registry.Pin, 0, len(sp.pins))
@@ -155,16 +156,16 @@ func (p *pins) renameOf(ctx context.Context, tenant, server, tool string, v *rou
 	}
 	p.mu.Unlock()
 	if len(list) == 0 {
-		return "", false
+		return ""
 	}
 	listed, err := p.listed(ctx, tenant, server)
 	if err != nil {
-		return "", false
+		return ""
 	}
 	// Map order is random: sort for one answer on a tie.
 	sortPins(list)
-	from, _, ok := registry.RenameOf(v.Canon, tool, list, listed)
-	return from.Tool, ok
+	from, _, _ := registry.RenameOf(v.Canon, tool, list, listed)
+	return from.Tool
 }
 
 // server returns the pins of tenant's server, read again when older than
@@ -192,7 +193,7 @@ func (p *pins) server(ctx context.Context, tenant, server string) (*serverPins, 
 		p.mu.Unlock()
 		return sp, nil
 	}
-	read := &serverPins{read: now, pins: make(map[string]registry.Pin, len(list)), held: map[[2]string]string{}}
+	read := &serverPins{read: now, pins: make(map[string]registry.Pin, len(list)), renames: map[[2]string]string{}}
 	for _, pin := range list {
 		read.pins[pin.Tool] = pin
 		read.bytes += len(pin.Def)
