@@ -96,8 +96,29 @@ var credByFirst = func() (t [256][]uint8) {
 	return t
 }()
 
+// credSecond marks, for each first byte of a prefix, the bytes that
+// follow it in some prefix (a bit set per first byte): most words that
+// start like a prefix ("s", "g", "x") are dropped at their second byte.
+var credSecond = func() (t [256][4]uint64) {
+	for _, r := range credRules {
+		if len(r.prefix) < 2 {
+			t[r.prefix[0]] = [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
+			continue
+		}
+		c := r.prefix[1]
+		t[r.prefix[0]][c>>6] |= 1 << (c & 63)
+	}
+	return t
+}()
+
 // credential tries the credential rules at t[i], a word start.
 func credential(t string, i int) Finding {
+	if i+1 >= len(t) {
+		return Finding{Start: -1}
+	}
+	if c := t[i+1]; credSecond[t[i]][c>>6]&(1<<(c&63)) == 0 {
+		return Finding{Start: -1}
+	}
 	for _, k := range credByFirst[t[i]] {
 		r := &credRules[k]
 		if !strings.HasPrefix(t[i:], r.prefix) {
