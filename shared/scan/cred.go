@@ -501,7 +501,7 @@ func secretMember(t string, member []byte) Finding {
 	// The member's name first: it is short, and rarely a secret's. Every
 	// AWS secret's name holds "secret" (TestAWSSecretWordsHoldSecret): a
 	// member without one of secretWords has neither.
-	if !memberHas(member, secretWords) {
+	if !memberHasMin(member, secretWords, minSecretName) {
 		return Finding{Start: -1}
 	}
 	v := strings.TrimSpace(t)

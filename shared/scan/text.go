@@ -408,6 +408,12 @@ const minMemberWord = 3
 // memberHas reports whether the member key holds one of words (lower
 // case, letters only), ignoring case and any byte that is not a letter.
 func memberHas(member []byte, words []string) bool {
+	return memberHasMin(member, words, minMemberWord)
+}
+
+// memberHasMin is memberHas for words none of which is shorter than
+// least: a key whose letters are fewer is dropped before any comparison.
+func memberHasMin(member []byte, words []string, least int) bool {
 	if len(member) == 0 || len(member) > 64 {
 		return false
 	}
@@ -419,7 +425,7 @@ func memberHas(member []byte, words []string) bool {
 			n++
 		}
 	}
-	if n < minMemberWord {
+	if n < least {
 		return false
 	}
 	// Read only, during this call: no copy of the folded key.
