@@ -24,10 +24,11 @@
 //     (registry.RenameOf, with Options.Catalog): held, it is left out of
 //     tools/list and refused with -32051 (data: server, tool, rule
 //     "held-for-review", reason, renamed_from) under block until an
-//     operator pins it; monitor lists, lets it on, records and logs. Pins are read per server at
-//     most every Options.PinRefresh; when the store cannot be read the
-//     last pins read stay in force, and with none the definition goes
-//     uncompared (logged): the pins alone fail open.
+//     operator pins it; monitor lists, lets it on, records and logs.
+//     Pins are read per server at most every Options.PinRefresh; when
+//     the store cannot be read the last pins read stay in force, and
+//     with none the definition goes uncompared (logged): the pins alone
+//     fail open.
 //  2. INPUT_VALIDATION: block refuses arguments that fail the tool's
 //     inputSchema with -32602 (shared/schema); monitor logs; off skips.
 //  3. EGRESS_ACTION: the arguments are scanned. Under block, a credential,
