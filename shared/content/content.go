@@ -23,7 +23,7 @@
 //     it looks like a pinned tool its server no longer lists, renamed
 //     (registry.RenameOf, with Options.Catalog): held, it is left out of
 //     tools/list and refused with -32051 (data: server, tool, rule
-//     "held-for-review", reason, renamed_from) under block until an
+//     "held-for-review", reason, new, renamed_from) under block until an
 //     operator pins it; monitor lists, lets it on, records and logs.
 //     Pins are read per server at most every Options.PinRefresh; when
 //     the store cannot be read the last pins read stay in force, and
@@ -312,7 +312,7 @@ func (k *Check) tool(ctx context.Context, c *pipeline.Call, a registry.ContentAc
 		attrs := heldAttrs(c.Tenant.ID, server, c.UpstreamTool, v, pv)
 		if a.Threat == block {
 			k.o.Logger.WarnContext(ctx, "tool held for review; call refused (THREAT_MODE=block)", attrs...)
-			return refusal.Held(server, c.UpstreamTool, pv.renamedFrom)
+			return refusal.Held(server, c.UpstreamTool, v.PinHash, pv.renamedFrom)
 		}
 		k.o.Logger.WarnContext(ctx, "tool held for review; call let through (THREAT_MODE=monitor)", attrs...)
 	}

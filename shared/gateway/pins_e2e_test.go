@@ -288,7 +288,7 @@ func TestPinsHoldAndRename(t *testing.T) {
 			}
 			_, err := callTool(cs, "echo")
 			d := refusalData(t, err, -32051)
-			if d["rule"] != "held-for-review" || d["tool"] != "echo" || d["server"] != "tools" || !strings.Contains(d["reason"].(string), "review") || d["renamed_from"] != nil {
+			if d["rule"] != "held-for-review" || d["tool"] != "echo" || d["server"] != "tools" || !strings.Contains(d["reason"].(string), "review") || d["renamed_from"] != nil || !strings.HasPrefix(d["new"].(string), "sha256:") {
 				t.Fatalf("instance %d: data %v", i+1, d)
 			}
 		}

@@ -355,14 +355,15 @@ func RugPull(server, tool, pinned, current string) *Refusal {
 // its tenant holds as new (new_tools "hold"), or one that looks like a
 // pinned tool renamed (renamedFrom, "" for none). data.server and
 // data.tool name it, data.rule is "held-for-review", data.reason says why,
-// data.renamed_from names the pinned tool it resembles.
-func Held(server, tool, renamedFrom string) *Refusal {
+// data.new is the held definition's hash (current: what an operator
+// pins), data.renamed_from names the pinned tool it resembles.
+func Held(server, tool, current, renamedFrom string) *Refusal {
 	reason := "new tool awaits an operator's review before it may be called"
 	if renamedFrom != "" {
 		reason = "looks like " + renamedFrom + " renamed; awaits an operator's review before it may be called"
 	}
 	r := New(ToolPoisoning, fmt.Sprintf("Tool definition rejected: %s on %s awaits review", tool, server)).
-		With("server", server).With("tool", tool).With("rule", "held-for-review").With("reason", reason)
+		With("server", server).With("tool", tool).With("rule", "held-for-review").With("reason", reason).With("new", current)
 	if renamedFrom != "" {
 		r.With("renamed_from", renamedFrom)
 	}
