@@ -28,9 +28,9 @@ const (
 // Bounds of the pins a process keeps: past either, every server's pins
 // are dropped and read again when next needed.
 const (
-	maxPinServers = 10_000
-	maxPinBytes   = 32 << 20 // of pinned definitions
-	maxHeld       = 1_000    // rename checks kept per server
+	maxPinServers   = 10_000
+	maxPinBytes     = 32 << 20 // of pinned definitions
+	maxRenameChecks = 1_000    // rename checks kept per server
 )
 
 // pins is the rug-pull check's view of the pin store: the pins of each
@@ -116,7 +116,7 @@ func (p *pins) check(ctx context.Context, tenant, server, tool string, v *route.
 	if !checked {
 		from = p.renameOf(ctx, tenant, server, tool, v, sp)
 		p.mu.Lock()
-		if len(sp.renames) < maxHeld {
+		if len(sp.renames) < maxRenameChecks {
 			sp.renames[[2]string{tool, v.PinHash}] = from
 		}
 		p.mu.Unlock()
