@@ -1,6 +1,7 @@
 package content
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -43,6 +44,8 @@ type pins struct {
 	// listed reports which tools tenant's server lists now (the rename
 	// check's "disappeared"); nil: no rename check.
 	listed func(ctx context.Context, tenant, server string) (func(tool string) bool, error)
+	// maxServers bounds servers (0: maxPinServers).
+	maxServers int
 
 	mu       sync.Mutex
 	servers  map[serverKey]*serverPins
@@ -202,7 +205,7 @@ func (p *pins) server(ctx context.Context, tenant, server string) (*serverPins, 
 	if old := p.servers[k]; old != nil {
 		p.bytes -= old.bytes
 	}
-	if len(p.servers) >= maxPinServers || p.bytes+read.bytes > maxPinBytes {
+	if len(p.servers) >= cmp.Or(p.maxServers, maxPinServers) || p.bytes+read.bytes > maxPinBytes {
 		clear(p.servers)
 		p.bytes = 0
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -145,5 +146,32 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPinsBounded: the servers' pins a process keeps stay under its bound
+// (maxPinServers; 50 here), and the bytes of their definitions are
+// accounted.
+func TestPinsBounded(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	st := memstore.New()
+	p := &pins{store: st, refresh: DefaultPinRefresh, now: func() time.Time { return now }, servers: map[serverKey]*serverPins{}, reported: map[reportKey]bool{}, maxServers: 50}
+	v := route.NewInspector(nil).Inspect(json.RawMessage(`{"name":"echo","description":"Echoes."}`))
+	for i := range 120 {
+		server := "s" + strconv.Itoa(i)
+		if pv, err := p.check(ctx, "acme", server, "echo", v, false); err != nil || pv.state != pinOK {
+			t.Fatalf("server %d: %+v %v", i, pv, err)
+		}
+		if len(p.servers) > 50 {
+			t.Fatalf("%d servers kept, bound 50", len(p.servers))
+		}
+	}
+	sum := 0
+	for _, sp := range p.servers {
+		sum += sp.bytes
+	}
+	if sum != p.bytes || p.bytes > maxPinBytes {
+		t.Fatalf("bytes %d, accounted %d (bound %d)", sum, p.bytes, maxPinBytes)
 	}
 }
