@@ -24,7 +24,7 @@ var adminCommands = []adminCommand{
 	{"audit", "read a tenant's audit trail", cmdAudit},
 	{"params-key", "list and rotate the key audit params hashes are keyed with", cmdParamsKey},
 	{"policy", "put and get a tenant's policy set", cmdPolicy},
-	{"pins", "list, diff, pin and unpin tool definitions (rug pulls)", cmdPins},
+	{"pins", "list, diff, pin and unpin tool definitions (rug pulls); new-tools: pin or hold", cmdPins},
 	{"new-key", "print a fresh admin key for AEGIS_ADMIN_KEY", cmdNewKey},
 	{"create-tables", "create the DynamoDB tables (local use)", runCreateTables},
 }

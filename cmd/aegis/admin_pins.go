@@ -18,9 +18,10 @@ import (
 //	aegis admin pins diff  --tenant T --server S --tool X
 //	aegis admin pins pin   --tenant T --server S --tool X [--hash H] [--by WHO]
 //	aegis admin pins unpin --tenant T --server S --tool X
+//	aegis admin pins new-tools --tenant T [--set pin|hold]
 func cmdPins(args []string) int {
 	if len(args) == 0 {
-		return usageErr("pins: want list, diff, pin or unpin")
+		return usageErr("pins: want list, diff, pin, unpin or new-tools")
 	}
 	sub := args[0]
 	c := newCLI("pins " + sub)
@@ -29,13 +30,14 @@ func cmdPins(args []string) int {
 	tool := c.fs.String("tool", "", "the tool's name as its server lists it (required for diff, pin and unpin)")
 	hash := c.fs.String("hash", "", "pin: this definition hash instead of the one listed now")
 	by := c.fs.String("by", os.Getenv("USER"), "who (recorded with the admin principal)")
+	set := c.fs.String("set", "", "new-tools: pin (trust on first use) or hold (new tools await a pin)")
 	if c.parse(args[1:]) != nil {
 		return 2
 	}
 	if *tenant == "" {
 		return usageErr("pins %s: --tenant is required", sub)
 	}
-	if sub != "list" && (*server == "" || *tool == "") {
+	if sub != "list" && sub != "new-tools" && (*server == "" || *tool == "") {
 		return usageErr("pins %s: --server and --tool are required", sub)
 	}
 	base := "/admin/v1/tenants/" + esc(*tenant)
@@ -50,21 +52,19 @@ func cmdPins(args []string) int {
 		if sub == "diff" {
 			return c.finish(raw, err, func(w io.Writer) { pinDiff(w, out, *server, *tool) })
 		}
+		return c.finish(raw, err, func(w io.Writer) { pinTable(w, out) })
+	case "new-tools":
+		path := base + "/new-tools"
+		var ans admin.NewToolsSetting
+		var raw []byte
+		var err error
+		if *set == "" {
+			raw, err = c.do(http.MethodGet, path, nil, &ans)
+		} else {
+			raw, err = c.do(http.MethodPut, path, admin.NewToolsSetting{NewTools: *set}, &ans)
+		}
 		return c.finish(raw, err, func(w io.Writer) {
-			fmt.Fprintln(w, "SERVER\tTOOL\tSTATE\tPINNED\tCURRENT\tBY\tAT")
-			for _, p := range out.Pins {
-				state := "ok"
-				switch {
-				case !p.Listed:
-					state = "not listed"
-				case p.Changed:
-					state = "CHANGED"
-				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(p.Server), cell(p.Tool), state, cell(p.Hash), or(cell(p.Current), "-"), cell(p.By), ts(p.At))
-			}
-			for _, p := range out.Unpinned {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(p.Server), cell(p.Tool), "unpinned", "-", cell(p.Current), "-", "-")
-			}
+			fmt.Fprintf(w, "tenant %s: new_tools %s\n", cell(*tenant), cell(ans.NewTools))
 		})
 	case "pin", "unpin":
 		path := base + "/servers/" + esc(*server) + "/tools/" + esc(*tool) + "/pin"
@@ -91,10 +91,19 @@ func pinDiff(w io.Writer, out admin.PinList, server, tool string) {
 		if p.Server != server || p.Tool != tool {
 			continue
 		}
+		if p.RenamedFrom != "" {
+			// A suspected rename: the pin to compare with is its old name's.
+			for _, q := range out.Pins {
+				if q.Server == server && q.Tool == p.RenamedFrom {
+					fmt.Fprintf(w, "renamed from %s? (similarity %.2f)\n", cell(q.Tool), p.Similarity)
+					p.Hash, p.Def = q.Hash, q.Def
+				}
+			}
+		}
 		fmt.Fprintf(w, "pinned  %s\n", or(cell(p.Hash), "(none)"))
 		fmt.Fprintf(w, "  %s\n", or(cell(string(p.Def)), "-"))
 		fmt.Fprintf(w, "current %s\n", or(cell(p.Current), "(not listed)"))
-		if p.Changed || p.Hash == "" {
+		if p.Changed || p.Hash == "" || p.RenamedFrom != "" {
 			fmt.Fprintf(w, "  %s\n", or(cell(string(p.CurrentDef)), "-"))
 		} else {
 			fmt.Fprintln(w, "  (unchanged)")
@@ -102,4 +111,49 @@ func pinDiff(w io.Writer, out admin.PinList, server, tool string) {
 		return
 	}
 	fmt.Fprintf(w, "%s on %s: no pin and not listed\n", cell(tool), cell(server))
+}
+
+// pinTable prints a PinList: each pin, then, right under a pin whose tool
+// its server no longer lists, the newcomer that looks like it renamed;
+// then the other unpinned tools.
+func pinTable(w io.Writer, out admin.PinList) {
+	fmt.Fprintf(w, "new tools: %s\n", cell(out.NewTools))
+	fmt.Fprintln(w, "SERVER\tTOOL\tSTATE\tPINNED\tCURRENT\tBY\tAT")
+	shown := map[[2]string]bool{}
+	unpinned := func(p admin.PinView) {
+		state := "unpinned"
+		switch {
+		case p.RenamedFrom != "":
+			state = fmt.Sprintf("HELD: renamed from %s? (similarity %.2f)", cell(p.RenamedFrom), p.Similarity)
+		case p.Held:
+			state = "HELD for review"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(p.Server), cell(p.Tool), state, "-", cell(p.Current), "-", "-")
+		shown[[2]string{p.Server, p.Tool}] = true
+	}
+	for _, p := range out.Pins {
+		state := "ok"
+		switch {
+		case !p.Listed && p.RenamedTo != "":
+			state = "not listed: renamed to " + cell(p.RenamedTo) + "?"
+		case !p.Listed:
+			state = "not listed"
+		case p.Changed:
+			state = "CHANGED"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(p.Server), cell(p.Tool), state, cell(p.Hash), or(cell(p.Current), "-"), cell(p.By), ts(p.At))
+		if p.RenamedTo == "" {
+			continue
+		}
+		for _, u := range out.Unpinned {
+			if u.Server == p.Server && u.Tool == p.RenamedTo {
+				unpinned(u)
+			}
+		}
+	}
+	for _, u := range out.Unpinned {
+		if !shown[[2]string{u.Server, u.Tool}] {
+			unpinned(u)
+		}
+	}
 }

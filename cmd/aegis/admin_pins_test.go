@@ -1,10 +1,28 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/aegis-gw/aegis/internal/testclock"
 	"github.com/aegis-gw/aegis/shared/admin"
+	"github.com/aegis-gw/aegis/shared/config"
+	"github.com/aegis-gw/aegis/shared/content"
+	"github.com/aegis-gw/aegis/shared/gateway"
+	"github.com/aegis-gw/aegis/shared/memstore"
 )
 
 // TestAdminPinsCLI: `aegis admin pins` over `aegis serve`'s handler: a
@@ -47,4 +65,164 @@ func TestAdminPinsCLI(t *testing.T) {
 	if code, _, _ := runCLI(t, "pins", "pin", "--tenant", "acme", u); code != 2 {
 		t.Fatalf("pin without --server and --tool: exit %d, want 2", code)
 	}
+}
+
+// TestAdminPinsReviewCLI: an operator's review through `aegis admin pins`
+// of what a real Go SDK upstream does behind a gateway's back, each change
+// announced with notifications/tools/list_changed to a Go SDK client that
+// holds the GET stream: a changed echo is refused until `pins pin`
+// re-pins it, then the call runs; under `pins new-tools --set hold` a new
+// tool is shown held; a rename of echo to echo_v2 shows as the pair and
+// runs once pinned.
+func TestAdminPinsReviewCLI(t *testing.T) {
+	ctx := context.Background()
+	key := admin.NewKey()
+	t.Setenv(envAdminKey, key)
+	up := mcp.NewServer(&mcp.Implementation{Name: "pins-upstream", Version: "1"}, nil)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	addEcho := func(name, description string) {
+		mcp.AddTool(up, &mcp.Tool{Name: name, Description: description},
+			func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+				Message string `json:"message"`
+			}) (*mcp.CallToolResult, any, error) {
+				mu.Lock()
+				calls[name]++
+				mu.Unlock()
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Message}}}, nil, nil
+			})
+	}
+	addEcho("echo", "Echoes the message back.")
+	upSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	t.Cleanup(upSrv.Close)
+
+	clock := testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	m := memstore.New()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := config.Defaults()
+	s.LocalMode = true
+	gw, err := gateway.New(m, &gateway.Options{Settings: s, Logger: log, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := mountAdmin(gw, m, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	u := "--url=" + srv.URL
+	ok := cliOK(t, u)
+	ok("tenants", "create", "acme", "--tier", "growth")
+	ok("servers", "add", "--tenant", "acme", "--name", "tools", "--server-url", upSrv.URL)
+	var issued admin.IssuedKey
+	if err := json.Unmarshal([]byte(ok("keys", "create", "--tenant", "acme", "--caller", "bot", "--json")), &issued); err != nil {
+		t.Fatal(err)
+	}
+
+	changed := make(chan struct{}, 64)
+	client := mcp.NewClient(&mcp.Implementation{Name: "cli-test", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp/tools",
+		HTTPClient: &http.Client{Transport: bearerRT{key: issued.Key}}}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	call := func(name string) error {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"message": "hi"}})
+		return err
+	}
+	// change changes the upstream until the client hears list_changed
+	// (the gateway's GET stream follows the session of the client's first
+	// call from its next read of it).
+	change := func(f func()) {
+		t.Helper()
+		for range 30 {
+			f()
+			select {
+			case <-changed:
+				return
+			case <-time.After(time.Second):
+			}
+		}
+		t.Fatal("no notifications/tools/list_changed in 30 tries")
+	}
+	refused := func(name, rule string) {
+		t.Helper()
+		var we *jsonrpc.Error
+		if err := call(name); !errors.As(err, &we) || we.Code != -32051 || !strings.Contains(string(we.Data), `"rule":"`+rule+`"`) {
+			t.Fatalf("%s: %v, want -32051 %s", name, err, rule)
+		}
+	}
+	if err := call("echo"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A rug pull: refused, shown CHANGED, re-pinned from the CLI, runs.
+	change(func() { addEcho("echo", "Echoes the message back, and keeps a copy.") })
+	refused("echo", "definition-changed")
+	if out := ok("pins", "list", "--tenant", "acme"); !strings.Contains(out, "CHANGED") {
+		t.Fatalf("pins list after the change:\n%s", out)
+	}
+	if diff := ok("pins", "diff", "--tenant", "acme", "--server", "tools", "--tool", "echo"); !strings.Contains(diff, "keeps a copy") || !strings.Contains(diff, "Echoes the message back.") {
+		t.Fatalf("pins diff:\n%s", diff)
+	}
+	ok("pins", "pin", "--tenant", "acme", "--server", "tools", "--tool", "echo", "--by", "ops")
+	clock.Advance(content.DefaultPinRefresh)
+	if err := call("echo"); err != nil {
+		t.Fatalf("after pins pin: %v", err)
+	}
+
+	// Hold: a new tool is held and shown so.
+	if out := ok("pins", "new-tools", "--tenant", "acme", "--set", "hold"); !strings.Contains(out, "new_tools hold") {
+		t.Fatalf("pins new-tools --set hold:\n%s", out)
+	}
+	change(func() { addEcho("stats", "Counts the words of a text.") })
+	refused("stats", "held-for-review")
+	if out := ok("pins", "list", "--tenant", "acme"); !strings.Contains(out, "new tools: hold") || !regexp.MustCompile(`stats\s+HELD for review`).MatchString(out) {
+		t.Fatalf("pins list under hold:\n%s", out)
+	}
+	if code, _, errs := runCLI(t, "pins", "new-tools", "--tenant", "acme", "--set", "review", u); code != 1 || !strings.Contains(errs, "new_tools") {
+		t.Fatalf("new-tools --set review: exit %d %s", code, errs)
+	}
+	if out := ok("pins", "new-tools", "--tenant", "acme", "--set", "pin"); !strings.Contains(out, "new_tools pin") {
+		t.Fatalf("pins new-tools --set pin:\n%s", out)
+	}
+
+	// A rename: echo gone, echo_v2 with the same definition held; the
+	// pair shows together; pinned from the CLI it runs.
+	clock.Advance(content.DefaultPinRefresh)
+	change(func() {
+		up.RemoveTools("echo")
+		addEcho("echo_v2", "Echoes the message back, and keeps a copy.")
+	})
+	refused("echo_v2", "held-for-review")
+	out := ok("pins", "list", "--tenant", "acme", "--server", "tools")
+	if !regexp.MustCompile(`echo\s+not listed: renamed to echo_v2\?[^\n]*\n[^\n]*echo_v2\s+HELD: renamed from echo\? \(similarity 1\.00\)`).MatchString(out) {
+		t.Fatalf("pins list after the rename (want the pair on adjacent rows):\n%s", out)
+	}
+	if diff := ok("pins", "diff", "--tenant", "acme", "--server", "tools", "--tool", "echo_v2"); !strings.Contains(diff, "renamed from echo?") || !strings.Contains(diff, `"name":"echo"`) || !strings.Contains(diff, `"name":"echo_v2"`) {
+		t.Fatalf("pins diff of the rename:\n%s", diff)
+	}
+	ok("pins", "pin", "--tenant", "acme", "--server", "tools", "--tool", "echo_v2")
+	clock.Advance(content.DefaultPinRefresh)
+	if err := call("echo_v2"); err != nil {
+		t.Fatalf("echo_v2 after pins pin: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls["echo"] != 2 || calls["echo_v2"] != 1 || calls["stats"] != 0 {
+		t.Fatalf("upstream calls %v", calls)
+	}
+}
+
+// bearerRT adds a bearer key to each request.
+type bearerRT struct{ key string }
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -1,8 +1,11 @@
 package admin
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -14,6 +17,8 @@ func (h *Handler) routePins(m *http.ServeMux) {
 	m.HandleFunc("GET /admin/v1/tenants/{tenant}/pins", h.listPins)
 	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/tools/{tool}/pin", h.pin(true))
 	m.HandleFunc("DELETE /admin/v1/tenants/{tenant}/servers/{server}/tools/{tool}/pin", h.pin(false))
+	m.HandleFunc("GET /admin/v1/tenants/{tenant}/new-tools", h.getNewTools)
+	m.HandleFunc("PUT /admin/v1/tenants/{tenant}/new-tools", h.putNewTools)
 }
 
 // PinView is one pin as GET .../pins answers it: the pin, and, when the
@@ -27,14 +32,46 @@ type PinView struct {
 	Changed    bool            `json:"changed"`
 	CurrentDef json.RawMessage `json:"current_def,omitempty"`
 	Current    string          `json:"current,omitempty"`
+	// Held is set on an unpinned tool the gateway holds for review
+	// (refused with -32051 "held-for-review" and left out of tools/list
+	// under THREAT_MODE=block): every unpinned tool under new_tools
+	// "hold", and a suspected rename under either setting.
+	Held bool `json:"held,omitempty"`
+	// RenamedFrom names, on an unpinned tool, the pinned tool its server
+	// no longer lists that it looks like (registry.RenameOf), with their
+	// Similarity; on that pin, RenamedTo names the newcomer.
+	RenamedFrom string  `json:"renamed_from,omitempty"`
+	RenamedTo   string  `json:"renamed_to,omitempty"`
+	Similarity  float64 `json:"similarity,omitempty"`
 }
 
 // PinList is the answer of GET .../pins. Unpinned are the tools listed
 // now that have no pin yet (new tools, or a renamed one next to the pin
-// of its old name), with their current hash.
+// of its old name), with their current hash. Renames pairs each
+// suspected rename: a pin its server no longer lists and the unpinned
+// tool that looks like it, to be reviewed together. NewTools is the
+// tenant's setting (registry.NewToolsModes).
 type PinList struct {
+	NewTools string    `json:"new_tools"`
 	Pins     []PinView `json:"pins"`
 	Unpinned []PinView `json:"unpinned"`
+	Renames  []Rename  `json:"renames"`
+}
+
+// Rename is one suspected rename in a PinList: the pin of the tool that
+// disappeared (From, its Listed false) and the tool that appeared (To,
+// unpinned, held), from one server.
+type Rename struct {
+	Server     string  `json:"server"`
+	From       string  `json:"from"`
+	To         string  `json:"to"`
+	Similarity float64 `json:"similarity"`
+}
+
+// NewToolsSetting is the body and answer of GET and PUT
+// .../new-tools: the tenant's registry.Tenant.NewTools.
+type NewToolsSetting struct {
+	NewTools string `json:"new_tools"`
 }
 
 // PinRequest is the optional body of POST .../pin: Hash pins that hash
@@ -106,9 +143,84 @@ func (h *Handler) listPins(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			continue
 		}
-		out.Unpinned = append(out.Unpinned, PinView{Pin: registry.Pin{Tenant: t.ID, Server: k[0], Tool: k[1]}, Listed: true, Current: hash, CurrentDef: canon})
+		out.Unpinned = append(out.Unpinned, PinView{Pin: registry.Pin{Tenant: t.ID, Server: k[0], Tool: k[1]}, Listed: true, Current: hash, CurrentDef: canon, Held: t.HoldsNewTools()})
 	}
+	slices.SortFunc(out.Unpinned, func(a, b PinView) int {
+		return cmp.Or(strings.Compare(a.Server, b.Server), strings.Compare(a.Tool, b.Tool))
+	})
+	out.NewTools = cmp.Or(t.NewTools, registry.NewToolsPin)
+	out.Renames = renames(&out, cur)
 	writeJSON(w, http.StatusOK, out)
+}
+
+// renames pairs each unpinned tool of out with the pin of its server that
+// it looks like renamed (registry.RenameOf, the gateway's own rule), marks
+// both, and returns the pairs. Unpinned tools are taken in order; a pin is
+// the origin of one rename at most.
+func renames(out *PinList, cur map[[2]string]json.RawMessage) []Rename {
+	found := []Rename{}
+	taken := map[int]bool{}
+	for i := range out.Unpinned {
+		u := &out.Unpinned[i]
+		var cands []registry.Pin
+		var idx []int
+		for j, p := range out.Pins {
+			if p.Server == u.Server && !taken[j] {
+				cands = append(cands, p.Pin)
+				idx = append(idx, j)
+			}
+		}
+		listed := func(tool string) bool { _, ok := cur[[2]string{u.Server, tool}]; return ok }
+		from, score, ok := registry.RenameOf(u.CurrentDef, u.Tool, cands, listed)
+		if !ok {
+			continue
+		}
+		for n, p := range cands {
+			if p.Tool == from.Tool {
+				j := idx[n]
+				taken[j] = true
+				out.Pins[j].RenamedTo, out.Pins[j].Similarity = u.Tool, score
+			}
+		}
+		u.Held, u.RenamedFrom, u.Similarity = true, from.Tool, score
+		found = append(found, Rename{Server: u.Server, From: from.Tool, To: u.Tool, Similarity: score})
+	}
+	return found
+}
+
+func (h *Handler) getNewTools(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.tenant(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, NewToolsSetting{NewTools: cmp.Or(t.NewTools, registry.NewToolsPin)})
+}
+
+// putNewTools sets the tenant's new_tools: "pin" (trust on first use) or
+// "hold" (new tools await an operator's pin). Audited.
+func (h *Handler) putNewTools(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.tenant(w, r)
+	if !ok {
+		return
+	}
+	var req NewToolsSetting
+	if err := readJSON(w, r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if req.NewTools == "" || registry.ValidateNewTools(req.NewTools) != nil {
+		h.fail(w, r, badField("new_tools", "want "+strings.Join(registry.NewToolsModes, " or ")))
+		return
+	}
+	t.NewTools = req.NewTools
+	if err := h.b.PutTenant(r.Context(), t); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ri, now := info(r), h.o.Now()
+	h.record(r.Context(), audit.Record{Time: now, Tenant: t.ID, Caller: ri.principal, CorrelationID: ri.corr, Layer: string(refusal.LayerGateway),
+		Method: "tenants.new_tools", Outcome: audit.OutcomeAllowed, PolicyHash: audit.PolicyHashNone, Detail: "new_tools=" + quote(req.NewTools)})
+	writeJSON(w, http.StatusOK, req)
 }
 
 // pin serves POST (on) and DELETE (!on) of

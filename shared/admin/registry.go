@@ -36,6 +36,7 @@ type TenantRequest struct {
 	RefusalShape     string `json:"refusal_shape,omitempty"` // error (default) or result
 	WebhookURL       string `json:"webhook_url,omitempty"`
 	WebhookSecretRef string `json:"webhook_secret_ref,omitempty"`
+	NewTools         string `json:"new_tools,omitempty"` // pin (default) or hold
 }
 
 // TenantList is the answer of GET /admin/v1/tenants.
@@ -83,7 +84,7 @@ func (h *Handler) createTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t := registry.Tenant{ID: req.ID, Tier: req.Tier, RefusalShape: req.RefusalShape, WebhookURL: req.WebhookURL,
-		WebhookSecretRef: req.WebhookSecretRef, Created: h.o.Now().UTC()}
+		WebhookSecretRef: req.WebhookSecretRef, NewTools: req.NewTools, Created: h.o.Now().UTC()}
 	if err := h.b.PutTenant(r.Context(), t); err != nil {
 		h.fail(w, r, err)
 		return
@@ -106,6 +107,9 @@ func (h *Handler) validTenant(req *TenantRequest) error {
 	case "", registry.ShapeError, registry.ShapeResult:
 	default:
 		return badField("refusal_shape", "want error or result")
+	}
+	if registry.ValidateNewTools(req.NewTools) != nil {
+		return badField("new_tools", "want "+strings.Join(registry.NewToolsModes, " or "))
 	}
 	// One rule with the config file and the notifier: a webhook_url needs
 	// a webhook_secret_ref (approval.ValidateWebhook).

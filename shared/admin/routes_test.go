@@ -37,6 +37,11 @@ func TestErrors(t *testing.T) {
 		{"POST", "/admin/v1/tenants/acme/servers/nosuch/stop", ``, 404, admin.CodeNotFound, ""},
 		{"GET", "/admin/v1/tenants/acme/audit?from=yesterday", ``, 400, admin.CodeBadRequest, "from"},
 		{"GET", "/admin/v1/tenants/acme/audit?cursor=not*base64", ``, 400, admin.CodeBadRequest, "cursor"},
+		{"POST", "/admin/v1/tenants", `{"id":"n1","new_tools":"review"}`, 400, admin.CodeBadRequest, "new_tools"},
+		{"PUT", "/admin/v1/tenants/acme/new-tools", `{"new_tools":"review"}`, 400, admin.CodeBadRequest, "new_tools"},
+		{"PUT", "/admin/v1/tenants/acme/new-tools", `{}`, 400, admin.CodeBadRequest, "new_tools"},
+		{"PUT", "/admin/v1/tenants/nope/new-tools", `{"new_tools":"hold"}`, 404, admin.CodeNotFound, ""},
+		{"GET", "/admin/v1/tenants/nope/new-tools", ``, 404, admin.CodeNotFound, ""},
 	} {
 		var b admin.ErrorBody
 		status := e.admin(c.method, c.path, k, c.body, &b)

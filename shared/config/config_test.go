@@ -81,6 +81,13 @@ func TestBadFilesNameTheField(t *testing.T) {
 	if _, err := ParseFile([]byte(base), env(nil), false); err != nil {
 		t.Fatalf("valid file refused: %v", err)
 	}
+	held, err := ParseFile([]byte(strings.Replace(base, "tier: growth", "tier: growth\n    new_tools: hold", 1)), env(nil), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts, _, _ := held.Registry(); len(ts) != 1 || !ts[0].HoldsNewTools() {
+		t.Fatalf("new_tools: hold not carried to the registry: %+v", ts)
+	}
 	for _, tc := range []struct{ name, from, to, want string }{
 		{"bad tier", "tier: growth", "tier: gold", "tenants[0].tier"},
 		{"missing tier", "tier: growth", "", "tenants[0].tier"},
@@ -93,6 +100,7 @@ func TestBadFilesNameTheField(t *testing.T) {
 		{"bad credential ref", "ref: env:TOKEN", "ref: vault:x", "tenants[0].servers[0].credential.ref"},
 		{"unknown field", "tier: growth", "tier: growth\n    skip_auth: true", "skip_auth"},
 		{"not YAML", "tenants:", "tenants: [", "invalid YAML"},
+		{"bad new_tools", "tier: growth", "tier: growth\n    new_tools: review", "tenants[0].new_tools"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseFile([]byte(strings.Replace(base, tc.from, tc.to, 1)), env(nil), false)

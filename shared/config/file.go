@@ -33,8 +33,11 @@ type FileTenant struct {
 	// pii_action, egress_action, input_validation, threat_mode: this
 	// tenant's overrides of the deployment's settings of the same names.
 	Content registry.ContentActions `yaml:",inline"`
-	Keys    []FileKey               `yaml:"keys"`
-	Servers []FileServer            `yaml:"servers"`
+	// new_tools: pin (default: trust on first use) or hold (new tools
+	// await an operator's pin).
+	NewTools string       `yaml:"new_tools"`
+	Keys     []FileKey    `yaml:"keys"`
+	Servers  []FileServer `yaml:"servers"`
 	// roles, cedar_policies, policy_mode, manifest: the tenant's policy
 	// set (policy.go; docs/policy.md).
 	Roles         map[string]policy.Role `yaml:"roles"`
@@ -151,6 +154,9 @@ func (f *File) Validate(local bool) error {
 		if err := t.Content.Validate(); err != nil {
 			bad(p, "%v", err)
 		}
+		if err := registry.ValidateNewTools(t.NewTools); err != nil {
+			bad(p+".new_tools", "%v", err)
+		}
 		errs = append(errs, t.validatePolicy(p)...)
 		if t.WebhookSecretRef != "" {
 			if err := ValidateCredentialRef(t.WebhookSecretRef); err != nil {
@@ -227,7 +233,7 @@ func (f *File) Registry() ([]registry.Tenant, []registry.Server, []registry.Key)
 		if shape == "" {
 			shape = registry.ShapeError
 		}
-		ts = append(ts, registry.Tenant{ID: t.ID, Tier: t.Tier, RefusalShape: shape, WebhookURL: t.WebhookURL, WebhookSecretRef: t.WebhookSecretRef, Content: t.Content})
+		ts = append(ts, registry.Tenant{ID: t.ID, Tier: t.Tier, RefusalShape: shape, WebhookURL: t.WebhookURL, WebhookSecretRef: t.WebhookSecretRef, Content: t.Content, NewTools: t.NewTools})
 		for _, s := range t.Servers {
 			ss = append(ss, registry.Server{Tenant: t.ID, Name: s.Name, URL: s.URL, Credential: s.Credential, Tools: s.Tools})
 		}

@@ -17,10 +17,18 @@
 //     that differs from its pin is refused with -32051 (data: server,
 //     tool, rule "definition-changed", pinned, new) and left out of
 //     tools/list under block until an operator pins it again; monitor
-//     lists, lets it on, records and logs. Pins are read per server at
-//     most every Options.PinRefresh; when the store cannot be read the
-//     last pins read stay in force, and with none the definition goes
-//     uncompared (logged): the pins alone fail open.
+//     lists, lets it on, records and logs. A tool without a pin is held
+//     for review instead of pinned when its tenant says so
+//     (registry.Tenant.NewTools "hold"), and under either setting when
+//     it looks like a pinned tool its server no longer lists, renamed
+//     (registry.RenameOf, with Options.Catalog): held, it is left out of
+//     tools/list and refused with -32051 (data: server, tool, rule
+//     "held-for-review", reason, new, renamed_from) under block until an
+//     operator pins it; monitor lists, lets it on, records and logs.
+//     Pins are read per server at most every Options.PinRefresh; when
+//     the store cannot be read the last pins read stay in force, and
+//     with none the definition goes uncompared (logged): the pins alone
+//     fail open.
 //  2. INPUT_VALIDATION: block refuses arguments that fail the tool's
 //     inputSchema with -32602 (shared/schema); monitor logs; off skips.
 //  3. EGRESS_ACTION: the arguments are scanned. Under block, a credential,
@@ -99,9 +107,14 @@ type Options struct {
 	// time.Now).
 	Pins       registry.PinStore
 	PinRefresh time.Duration
-	Now        func() time.Time
-	Schemas    *schema.Cache // nil: a new schema.NewCache with its defaults
-	Logger     *slog.Logger  // nil: slog.Default()
+	// Catalog is the tool catalog the gateway routes with: what a server
+	// lists now, for the rename check (a tool without a pin that looks
+	// like a pinned tool its server no longer lists is held for review);
+	// nil: no rename check.
+	Catalog *route.Catalog
+	Now     func() time.Time
+	Schemas *schema.Cache // nil: a new schema.NewCache with its defaults
+	Logger  *slog.Logger  // nil: slog.Default()
 }
 
 func (o *Options) fill() error {
@@ -178,6 +191,9 @@ func New(o Options) (*Check, *Results, error) {
 	k := &Check{o: o, enforce: schema.New(schema.Block, so), watch: schema.New(schema.Monitor, so)}
 	if o.Pins != nil {
 		k.pins = &pins{store: o.Pins, refresh: o.PinRefresh, now: o.Now, servers: map[serverKey]*serverPins{}, reported: map[reportKey]bool{}}
+		if cat := o.Catalog; cat != nil {
+			k.pins.listed = catalogListed(cat)
+		}
 	}
 	return k, &Results{o: o}, nil
 }
@@ -276,20 +292,29 @@ func (k *Check) tool(ctx context.Context, c *pipeline.Call, a registry.ContentAc
 	if a.Threat == block {
 		act = audit.ActionBlocked
 	}
-	pinned, changed, err := k.pins.check(ctx, c.Tenant.ID, server, c.UpstreamTool, v)
+	pv, err := k.pins.check(ctx, c.Tenant.ID, server, c.UpstreamTool, v, c.Tenant.HoldsNewTools())
 	if err != nil {
 		// Fail open for pins alone: the poisoning check below needs no
 		// store, and a store outage must not stop every call.
 		k.o.Logger.WarnContext(ctx, "pins unreadable; definition not compared with its pin", "tenant", c.Tenant.ID, "server", server, "tool", c.UpstreamTool, "err", err)
 	}
-	if changed {
+	switch pv.state {
+	case pinChanged:
 		c.Found(audit.Finding{At: audit.AtTool, Kind: KindRugPull, Rule: RuleChangedSpec, Action: act})
-		attrs := []any{"tenant", c.Tenant.ID, "server", server, "tool", c.UpstreamTool, "pinned", pinned, "new", v.PinHash}
+		attrs := []any{"tenant", c.Tenant.ID, "server", server, "tool", c.UpstreamTool, "pinned", pv.pinned, "new", v.PinHash}
 		if a.Threat == block {
 			k.o.Logger.WarnContext(ctx, "tool definition changed since it was pinned; call refused (THREAT_MODE=block)", attrs...)
-			return refusal.RugPull(server, c.UpstreamTool, pinned, v.PinHash)
+			return refusal.RugPull(server, c.UpstreamTool, pv.pinned, v.PinHash)
 		}
 		k.o.Logger.WarnContext(ctx, "tool definition changed since it was pinned; call let through (THREAT_MODE=monitor)", attrs...)
+	case pinHeld:
+		c.Found(audit.Finding{At: audit.AtTool, Kind: KindRugPull, Rule: RuleHeld, Action: act})
+		attrs := heldAttrs(c.Tenant.ID, server, c.UpstreamTool, v, pv)
+		if a.Threat == block {
+			k.o.Logger.WarnContext(ctx, "tool held for review; call refused (THREAT_MODE=block)", attrs...)
+			return refusal.Held(server, c.UpstreamTool, v.PinHash, pv.renamedFrom)
+		}
+		k.o.Logger.WarnContext(ctx, "tool held for review; call let through (THREAT_MODE=monitor)", attrs...)
 	}
 	if !v.Poisoned() {
 		return nil
@@ -319,17 +344,28 @@ func (k *Check) Visible(ctx context.Context, c *pipeline.Call, server *registry.
 	if server != nil {
 		name = server.Name
 	}
-	pinned, changed, err := k.pins.check(ctx, c.Tenant.ID, name, tool, v)
+	pv, err := k.pins.check(ctx, c.Tenant.ID, name, tool, v, c.Tenant.HoldsNewTools())
 	switch {
 	case err != nil:
 		k.o.Logger.WarnContext(ctx, "pins unreadable; definition not compared with its pin", "tenant", c.Tenant.ID, "server", name, "tool", tool, "err", err)
-	case changed:
+	case pv.state == pinChanged:
 		if k.pins.firstReport(c.Tenant.ID, name, tool, v.PinHash) {
 			msg := "tool definition changed since it was pinned; listed (THREAT_MODE=monitor)"
 			if mode == block {
 				msg = "tool definition changed since it was pinned; left out of tools/list until it is pinned again (THREAT_MODE=block)"
 			}
-			k.o.Logger.WarnContext(ctx, msg, "tenant", c.Tenant.ID, "server", name, "tool", tool, "pinned", pinned, "new", v.PinHash)
+			k.o.Logger.WarnContext(ctx, msg, "tenant", c.Tenant.ID, "server", name, "tool", tool, "pinned", pv.pinned, "new", v.PinHash)
+		}
+		if mode == block {
+			return false
+		}
+	case pv.state == pinHeld:
+		if k.pins.firstReport(c.Tenant.ID, name, tool, v.PinHash) {
+			msg := "tool held for review; listed (THREAT_MODE=monitor)"
+			if mode == block {
+				msg = "tool held for review; left out of tools/list until an operator pins it (THREAT_MODE=block)"
+			}
+			k.o.Logger.WarnContext(ctx, msg, heldAttrs(c.Tenant.ID, name, tool, v, pv)...)
 		}
 		if mode == block {
 			return false
@@ -468,6 +504,35 @@ func (o *Options) threatAttrs(c *pipeline.Call, rules []string) []any {
 	a := []any{"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "rules", rules}
 	if c.Server != nil {
 		a = append(a, "server", c.Server.Name, "tool", c.UpstreamTool)
+	}
+	return a
+}
+
+// catalogListed reports, from cat, which tools a tenant's server lists now.
+func catalogListed(cat *route.Catalog) func(ctx context.Context, tenant, server string) (func(string) bool, error) {
+	return func(ctx context.Context, tenant, server string) (func(string) bool, error) {
+		entries, errs, err := cat.View(ctx, tenant, server)
+		if err == nil && len(errs) > 0 {
+			err = errs[0]
+		}
+		if err != nil {
+			return nil, err
+		}
+		names := make(map[string]bool, len(entries))
+		for _, e := range entries {
+			if e.Server.Name == server {
+				names[e.Tool.Name] = true
+			}
+		}
+		return func(tool string) bool { return names[tool] }, nil
+	}
+}
+
+// heldAttrs names a held tool in a log line.
+func heldAttrs(tenant, server, tool string, v *route.Verdict, pv pinVerdict) []any {
+	a := []any{"tenant", tenant, "server", server, "tool", tool, "new", v.PinHash}
+	if pv.renamedFrom != "" {
+		a = append(a, "renamed_from", pv.renamedFrom)
 	}
 	return a
 }

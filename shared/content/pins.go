@@ -1,7 +1,10 @@
 package content
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,11 +17,21 @@ import (
 // gateway instance is in force everywhere within it.
 const DefaultPinRefresh = 5 * time.Second
 
-// Audit finding of a definition that changed since it was pinned (at
-// audit.AtTool).
+// Audit findings of the rug-pull check (at audit.AtTool): a definition
+// that changed since it was pinned, and a tool held for review (new under
+// new_tools "hold", or a suspected rename).
 const (
 	KindRugPull     = "rug-pull"
 	RuleChangedSpec = "definition-changed"
+	RuleHeld        = "held-for-review"
+)
+
+// Bounds of the pins a process keeps: past either, every server's pins
+// are dropped and read again when next needed.
+const (
+	maxPinServers   = 10_000
+	maxPinBytes     = 32 << 20 // of pinned definitions
+	maxRenameChecks = 1_000    // rename checks kept per server
 )
 
 // pins is the rug-pull check's view of the pin store: the pins of each
@@ -28,55 +41,134 @@ type pins struct {
 	store   registry.PinStore
 	refresh time.Duration
 	now     func() time.Time
+	// listed reports which tools tenant's server lists now (the rename
+	// check's "disappeared"); nil: no rename check.
+	listed func(ctx context.Context, tenant, server string) (func(tool string) bool, error)
+	// maxServers bounds servers (0: maxPinServers).
+	maxServers int
 
 	mu       sync.Mutex
 	servers  map[serverKey]*serverPins
-	reported map[reportKey]bool // changed definitions already logged
+	bytes    int                // of the pinned definitions in servers
+	reported map[reportKey]bool // changed or held definitions already logged
 }
 
 type serverKey struct{ tenant, server string }
 
 type reportKey struct{ tenant, server, tool, hash string }
 
-// serverPins is one server's pins as last read: tool → pinned hash.
+// serverPins is one server's pins as last read. Its maps are guarded by
+// pins.mu.
 type serverPins struct {
 	read   time.Time
 	failed time.Time // when a re-read last failed; zero after a good one
-	hash   map[string]string
+	pins   map[string]registry.Pin
+	bytes  int
+	// renames are the rename checks of tools without a pin, by tool and
+	// hash: the pinned tool each looks like renamed, "" for none. Dropped
+	// with the pins at every re-read, so an operator's pin is met within
+	// refresh.
+	renames map[[2]string]string
 }
 
-// check returns the hash tool is pinned at and whether v, its definition
-// as listed now, differs from it. A tool without a pin is pinned at v on
-// first use, unless v is poisoned (a poisoned definition is never
-// trusted; it stays unpinned). err is the store's when the pins could not
-// be read and none were read before, or the first-use pin could not be
-// written (the last pins read stay in force through an outage); callers
-// then go on without the comparison.
-func (p *pins) check(ctx context.Context, tenant, server, tool string, v *route.Verdict) (pinned string, changed bool, err error) {
+// pinState is what the rug-pull check says of one definition.
+type pinState int
+
+const (
+	pinOK      pinState = iota // pinned at this definition, or not judged
+	pinChanged                 // pinned at another definition
+	pinHeld                    // no pin, and held for review
+)
+
+// pinVerdict is the rug-pull check's verdict on one definition.
+type pinVerdict struct {
+	state       pinState
+	pinned      string // the pin's hash (pinChanged)
+	renamedFrom string // pinHeld: the pinned tool it looks like, "" for none
+}
+
+// check judges v, tool's definition as listed now, against its pin. A
+// tool without a pin is held for review when hold is set (the tenant's
+// new_tools "hold") or when it looks like a pinned tool its server no
+// longer lists, renamed (registry.RenameOf); otherwise it is pinned at v
+// (trust on first use). A poisoned definition is never pinned nor held:
+// the poisoning check answers for it. err is the store's when the pins
+// could not be read and none were read before, or the first-use pin could
+// not be written (the last pins read stay in force through an outage);
+// callers then go on without the comparison.
+func (p *pins) check(ctx context.Context, tenant, server, tool string, v *route.Verdict, hold bool) (pinVerdict, error) {
 	if p == nil || v.PinHash == "" {
-		return "", false, nil
+		return pinVerdict{}, nil
 	}
 	sp, err := p.server(ctx, tenant, server)
 	if err != nil {
-		return "", false, err
+		return pinVerdict{}, err
 	}
 	p.mu.Lock()
-	h, ok := sp.hash[tool]
+	pin, ok := sp.pins[tool]
+	from, checked := sp.renames[[2]string{tool, v.PinHash}]
 	p.mu.Unlock()
-	if !ok && v.Poisoned() {
-		return "", false, nil
+	switch {
+	case ok && pin.Hash == v.PinHash:
+		return pinVerdict{}, nil
+	case ok:
+		return pinVerdict{state: pinChanged, pinned: pin.Hash}, nil
+	case v.Poisoned():
+		return pinVerdict{}, nil
 	}
-	if !ok {
-		pin, err := p.store.PinIfAbsent(ctx, registry.Pin{Tenant: tenant, Server: server, Tool: tool, Hash: v.PinHash, Def: v.Canon, By: registry.PinnedOnFirstUse, At: p.now()})
-		if err != nil {
-			return "", false, err
-		}
-		h = pin.Hash
+	if !checked {
+		from = p.renameOf(ctx, tenant, server, tool, v, sp)
 		p.mu.Lock()
-		sp.hash[tool] = h
+		if len(sp.renames) < maxRenameChecks {
+			sp.renames[[2]string{tool, v.PinHash}] = from
+		}
 		p.mu.Unlock()
 	}
-	return h, h != v.PinHash, nil
+	if from != "" || hold {
+		return pinVerdict{state: pinHeld, renamedFrom: from}, nil
+	}
+	pin, err = p.store.PinIfAbsent(ctx, registry.Pin{Tenant: tenant, Server: server, Tool: tool, Hash: v.PinHash, Def: v.Canon, By: registry.PinnedOnFirstUse, At: p.now()})
+	if err != nil {
+		return pinVerdict{}, err
+	}
+	p.mu.Lock()
+	if _, ok := sp.pins[tool]; !ok && p.bytes+len(pin.Def) <= maxPinBytes {
+		sp.pins[tool] = pin
+		sp.bytes += len(pin.Def)
+		p.bytes += len(pin.Def)
+	}
+	p.mu.Unlock()
+	if pin.Hash != v.PinHash { // another instance pinned another definition first
+		return pinVerdict{state: pinChanged, pinned: pin.Hash}, nil
+	}
+	return pinVerdict{}, nil
+}
+
+// renameOf returns the pinned tool of sp that tool, without a pin, looks
+// like renamed: one its server no longer lists with a near-identical
+// definition (registry.RenameOf); "" for none. Without a way to know what
+// the server lists now, or when that cannot be read, there is none.
+func (p *pins) renameOf(ctx context.Context, tenant, server, tool string, v *route.Verdict, sp *serverPins) string {
+	if p.listed == nil || len(v.Canon) == 0 {
+		return ""
+	}
+	p.mu.Lock()
+	list := make([]registry.Pin, 0, len(sp.pins))
+	for _, pin := range sp.pins {
+		list = append(list, pin)
+	}
+	p.mu.Unlock()
+	if len(list) == 0 {
+		return ""
+	}
+	listed, err := p.listed(ctx, tenant, server)
+	if err != nil {
+		return ""
+	}
+	// Map order is random: sort for one answer on a tie.
+	sortPins(list)
+	from, _, _ := registry.RenameOf(v.Canon, tool, list, listed)
+	return from.Tool
 }
 
 // server returns the pins of tenant's server, read again when older than
@@ -104,17 +196,36 @@ func (p *pins) server(ctx context.Context, tenant, server string) (*serverPins, 
 		p.mu.Unlock()
 		return sp, nil
 	}
-	read := &serverPins{read: now, hash: make(map[string]string, len(list))}
+	read := &serverPins{read: now, pins: make(map[string]registry.Pin, len(list)), renames: map[[2]string]string{}}
 	for _, pin := range list {
-		read.hash[pin.Tool] = pin.Hash
+		read.pins[pin.Tool] = pin
+		read.bytes += len(pin.Def)
 	}
 	p.mu.Lock()
+	if old := p.servers[k]; old != nil {
+		p.bytes -= old.bytes
+	}
+	if len(p.servers) >= cmp.Or(p.maxServers, maxPinServers) || p.bytes+read.bytes > maxPinBytes {
+		clear(p.servers)
+		p.bytes = 0
+	}
+	if read.bytes > maxPinBytes {
+		// One server's definitions over the whole budget: keep the
+		// hashes only (no rename check against them).
+		for tool, pin := range read.pins {
+			pin.Def = nil
+			read.pins[tool] = pin
+		}
+		read.bytes = 0
+	}
 	p.servers[k] = read
+	p.bytes += read.bytes
 	p.mu.Unlock()
 	return read, nil
 }
 
-// firstReport reports true the first time a changed definition is met.
+// firstReport reports true the first time a changed or held definition is
+// met.
 func (p *pins) firstReport(tenant, server, tool, hash string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -127,4 +238,9 @@ func (p *pins) firstReport(tenant, server, tool, hash string) bool {
 	}
 	p.reported[k] = true
 	return true
+}
+
+// sortPins sorts pins by tool.
+func sortPins(list []registry.Pin) {
+	slices.SortFunc(list, func(a, b registry.Pin) int { return strings.Compare(a.Tool, b.Tool) })
 }

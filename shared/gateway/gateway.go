@@ -186,7 +186,7 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	}
 	g.ledger = idempotency.New(idempotency.Options{Store: b, LeaseTTL: 5*s.UpstreamTimeout + 10*time.Second, Now: g.o.Now})
 	var err error
-	if g.content.check, g.content.results, err = content.New(content.Options{Defaults: s.Content(), Logger: g.o.Logger, Pins: b, Now: g.o.Now}); err != nil {
+	if g.content.check, g.content.results, err = content.New(content.Options{Defaults: s.Content(), Logger: g.o.Logger, Pins: b, Catalog: g.cat, Now: g.o.Now}); err != nil {
 		return nil, err
 	}
 	if g.pipe, err = g.buildPipeline(); err != nil {

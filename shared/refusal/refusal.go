@@ -102,7 +102,7 @@ var Table = []Entry{
 	{CodeRateLimited, RateLimited, "Rate limit exceeded", http.StatusOK, "per-session, per-tool or per-API-key window exhausted (scope session, tool, key), or more than 600 sessions minted for one API key in a minute (scope new_session); data: scope, limit, retry_after_ms"},
 	{CodeCapabilityDenied, CapabilityDenied, "Outside the session's grant", http.StatusOK, "outside the session's grant: grant list, session clocks, tool-call budget (data: reason lifetime, idle, grant, tool_calls or steps)"},
 	{CodePromptInjection, PromptInjection, "Prompt injection detected", http.StatusOK, "injection found in arguments or in a tool result (THREAT_MODE=block)"},
-	{CodeToolPoisoning, ToolPoisoning, "Tool definition rejected", http.StatusOK, "poisoned tool definition, or one that changed since it was pinned"},
+	{CodeToolPoisoning, ToolPoisoning, "Tool definition rejected", http.StatusOK, "poisoned tool definition, one that changed since it was pinned, or one held for review"},
 	{CodeSensitiveData, SensitiveData, "Sensitive data in result", http.StatusOK, "credential, card number or SSN in a result (PII_ACTION=block)"},
 	{CodeEgressBlocked, EgressBlocked, "Sensitive data in arguments", http.StatusOK, "credential, card number or SSN leaving in arguments (EGRESS_ACTION=block)"},
 	{CodeQuotaExceeded, QuotaExceeded, "Monthly quota exceeded", http.StatusOK, "monthly tier quota with BILLING_ENFORCE=1; data: tier, limit, used, period"},
@@ -349,6 +349,25 @@ func Poisoned(server, tool string, rules []string) *Refusal {
 func RugPull(server, tool, pinned, current string) *Refusal {
 	return New(ToolPoisoning, fmt.Sprintf("Tool definition rejected: %s on %s changed since it was pinned", tool, server)).
 		With("server", server).With("tool", tool).With("rule", "definition-changed").With("pinned", pinned).With("new", current)
+}
+
+// Held is -32051 for a call to a tool held for an operator's review: one
+// its tenant holds as new (new_tools "hold"), or one that looks like a
+// pinned tool renamed (renamedFrom, "" for none). data.server and
+// data.tool name it, data.rule is "held-for-review", data.reason says why,
+// data.new is the held definition's hash (current: what an operator
+// pins), data.renamed_from names the pinned tool it resembles.
+func Held(server, tool, current, renamedFrom string) *Refusal {
+	reason := "new tool awaits an operator's review before it may be called"
+	if renamedFrom != "" {
+		reason = "looks like " + renamedFrom + " renamed; awaits an operator's review before it may be called"
+	}
+	r := New(ToolPoisoning, fmt.Sprintf("Tool definition rejected: %s on %s awaits review", tool, server)).
+		With("server", server).With("tool", tool).With("rule", "held-for-review").With("reason", reason).With("new", current)
+	if renamedFrom != "" {
+		r.With("renamed_from", renamedFrom)
+	}
+	return r
 }
 
 // Unknown is -32601 for a method or tool this tenant does not have.

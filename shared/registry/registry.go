@@ -38,7 +38,33 @@ type Tenant struct {
 	Created          time.Time `json:"created"`
 	// Content overrides the deployment's content actions for this tenant.
 	Content ContentActions `json:"content,omitzero"`
+	// NewTools says what happens to a tool the rug-pull pins have not met
+	// yet: NewToolsPin ("" too) pins it the first time it is listed or
+	// called (trust on first use); NewToolsHold keeps it out of tools/list
+	// and refuses calls to it until an operator pins it.
+	NewTools string `json:"new_tools,omitempty"`
 }
+
+// The values of Tenant.NewTools, the first the default.
+const (
+	NewToolsPin  = "pin"
+	NewToolsHold = "hold"
+)
+
+// NewToolsModes are the values Tenant.NewTools takes ("" is NewToolsPin).
+var NewToolsModes = []string{NewToolsPin, NewToolsHold}
+
+// ValidateNewTools reports a value of Tenant.NewTools that is not one of
+// NewToolsModes ("" is allowed: the default).
+func ValidateNewTools(v string) error {
+	if v != "" && !slices.Contains(NewToolsModes, v) {
+		return fmt.Errorf("new_tools %q: want one of %s", v, strings.Join(NewToolsModes, ", "))
+	}
+	return nil
+}
+
+// HoldsNewTools reports whether t holds new tools for review.
+func (t Tenant) HoldsNewTools() bool { return t.NewTools == NewToolsHold }
 
 // ContentActions are a tenant's choices of the content checks' actions,
 // each one of the values the environment setting of the same name takes

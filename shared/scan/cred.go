@@ -3,9 +3,11 @@ package scan
 import (
 	"bytes"
 	"encoding/base64"
+	"math"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // credRule is a credential format. A rule is tried where its prefix starts
@@ -94,8 +96,29 @@ var credByFirst = func() (t [256][]uint8) {
 	return t
 }()
 
+// credSecond marks, for each first byte of a prefix, the bytes that
+// follow it in some prefix (a bit set per first byte): most words that
+// start like a prefix ("s", "g", "x") are dropped at their second byte.
+var credSecond = func() (t [256][4]uint64) {
+	for _, r := range credRules {
+		if len(r.prefix) < 2 {
+			t[r.prefix[0]] = [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
+			continue
+		}
+		c := r.prefix[1]
+		t[r.prefix[0]][c>>6] |= 1 << (c & 63)
+	}
+	return t
+}()
+
 // credential tries the credential rules at t[i], a word start.
 func credential(t string, i int) Finding {
+	if i+1 >= len(t) {
+		return Finding{Start: -1}
+	}
+	if c := t[i+1]; credSecond[t[i]][c>>6]&(1<<(c&63)) == 0 {
+		return Finding{Start: -1}
+	}
 	for _, k := range credByFirst[t[i]] {
 		r := &credRules[k]
 		if !strings.HasPrefix(t[i:], r.prefix) {
@@ -360,6 +383,34 @@ var secretWords = []string{
 	"token", "credential", "authkey",
 }
 
+// minSecretName is the length of the shortest of secretWords and
+// awsSecretWords; secretLast marks their last letters. assignment drops a
+// name shorter, or ending in another letter, at once.
+var (
+	minSecretName = minLen(secretWords, awsSecretWords)
+	secretLast    = lastLetters(secretWords, awsSecretWords)
+)
+
+func minLen(lists ...[]string) int {
+	n := math.MaxInt
+	for _, l := range lists {
+		for _, w := range l {
+			n = min(n, len(w))
+		}
+	}
+	return n
+}
+
+func lastLetters(lists ...[]string) *[256]bool {
+	var t [256]bool
+	for _, l := range lists {
+		for _, w := range l {
+			t[w[len(w)-1]] = true
+		}
+	}
+	return &t
+}
+
 // assignment: at t[i], a '=' or ':' after a secret's name (password=,
 // secret:, "api_key": ...), the value when it is a known credential or
 // looks random (randomValue).
@@ -385,7 +436,11 @@ func assignment(t string, i int) Finding {
 			n++
 		}
 	}
-	name := string(buf[:n]) // compared only
+	// Most names end in no secret's last letter: one look-up drops them.
+	if n < minSecretName || !secretLast[buf[n-1]] {
+		return Finding{Start: -1}
+	}
+	name := unsafe.String(&buf[0], n) // read only, during this call
 	aws := false
 	for _, w := range awsSecretWords {
 		aws = aws || strings.HasSuffix(name, w)
@@ -443,9 +498,14 @@ func valueByte(c, quote byte) bool {
 // secretMember: the value t of a member named like a secret, when it
 // looks random, is one whole.
 func secretMember(t string, member []byte) Finding {
+	// The member's name first: it is short, and rarely a secret's. Every
+	// AWS secret's name holds "secret" (TestAWSSecretWordsHoldSecret): a
+	// member without one of secretWords has neither.
+	if !memberHasMin(member, secretWords, minSecretName) {
+		return Finding{Start: -1}
+	}
 	v := strings.TrimSpace(t)
-	if len(v) < 8 || len(v) > 256 || strings.IndexByte(v, ' ') >= 0 ||
-		!memberHas(member, secretWords) && !memberHas(member, awsSecretWords) {
+	if len(v) < 8 || len(v) > 256 || strings.IndexByte(v, ' ') >= 0 {
 		return Finding{Start: -1}
 	}
 	start := strings.Index(t, v)

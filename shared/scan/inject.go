@@ -1303,7 +1303,26 @@ func (s *Scanner) blob(t string, ws, we int) hit {
 			return m
 		})
 	}
-	end, url := ws, false
+	// Base64: the first four characters are decoded before the run is
+	// read to its end; random base64 (a key, a hash) rarely starts with
+	// text. '-' and '_' among them make it the URL alphabet; the two
+	// alphabets decode their other characters alike.
+	if we-ws < 4 {
+		return noHit
+	}
+	url := false
+	for k := ws; k < ws+4; k++ {
+		url = url || t[k] == '-' || t[k] == '_'
+	}
+	enc := base64.RawStdEncoding
+	if url {
+		enc = base64.RawURLEncoding
+	}
+	var probe [probeDecoded + 3]byte
+	if _, err := enc.Decode(probe[:3], unsafe.Slice(unsafe.StringData(t[ws:]), 4)); err != nil || !printable(probe[:3]) {
+		return noHit
+	}
+	end := ws
 	for end < len(t) && (isB64(t[end]) || t[end] == '-' || t[end] == '_') {
 		url = url || t[end] == '-' || t[end] == '_'
 		end++
@@ -1315,13 +1334,8 @@ func (s *Scanner) blob(t string, ws, we int) hit {
 	if body-ws < minBlob {
 		return noHit
 	}
-	enc := base64.RawStdEncoding
 	if url {
 		enc = base64.RawURLEncoding
-	}
-	var probe [probeDecoded + 3]byte
-	if _, err := enc.Decode(probe[:3], unsafe.Slice(unsafe.StringData(t[ws:]), 4)); err != nil || !printable(probe[:3]) {
-		return noHit
 	}
 	chars := probeDecoded / 3 * 4
 	if _, err := enc.Decode(probe[:], unsafe.Slice(unsafe.StringData(t[ws:]), chars)); err != nil || !printable(probe[:probeDecoded]) {

@@ -153,3 +153,13 @@ func TestScanZeroAlloc(t *testing.T) {
 		t.Errorf("%v allocations", n)
 	}
 }
+
+// TestAWSSecretWordsHoldSecret: secretMember asks for secretWords alone,
+// which holds only while every name of an AWS secret holds one of them.
+func TestAWSSecretWordsHoldSecret(t *testing.T) {
+	for _, w := range awsSecretWords {
+		if !memberHas([]byte(w), secretWords) {
+			t.Errorf("%q holds none of secretWords", w)
+		}
+	}
+}

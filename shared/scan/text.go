@@ -3,6 +3,7 @@ package scan
 import (
 	"math"
 	"strings"
+	"unsafe"
 )
 
 // Triggers: what a byte may start. Most bytes start nothing and cost one
@@ -220,7 +221,7 @@ func (s *Scanner) number(lit, member []byte, dst []Finding) []Finding {
 			return dst
 		}
 	}
-	t := string(lit) // 9 to 19 digits: rare, and short
+	t := unsafe.String(unsafe.SliceData(lit), len(lit)) // read only, during this call
 	if s.on[KindCard] {
 		if f := card(t, 0); f.Start == 0 && f.End == len(t) {
 			return append(dst, f)
@@ -400,9 +401,19 @@ func contextBefore(t string, i, window int, words []string) bool {
 	return false
 }
 
+// minMemberWord is the length of the shortest word memberHas is asked
+// for ("ssn", "dob"); a folded key shorter holds none.
+const minMemberWord = 3
+
 // memberHas reports whether the member key holds one of words (lower
 // case, letters only), ignoring case and any byte that is not a letter.
 func memberHas(member []byte, words []string) bool {
+	return memberHasMin(member, words, minMemberWord)
+}
+
+// memberHasMin is memberHas for words none of which is shorter than
+// least: a key whose letters are fewer is dropped before any comparison.
+func memberHasMin(member []byte, words []string, least int) bool {
 	if len(member) == 0 || len(member) > 64 {
 		return false
 	}
@@ -414,7 +425,11 @@ func memberHas(member []byte, words []string) bool {
 			n++
 		}
 	}
-	k := string(buf[:n]) // does not escape: compared only
+	if n < least {
+		return false
+	}
+	// Read only, during this call: no copy of the folded key.
+	k := unsafe.String(&buf[0], n)
 	for _, w := range words {
 		if strings.Contains(k, w) {
 			return true

@@ -33,7 +33,7 @@ func TestDocsNameWrapsRefusalWords(t *testing.T) {
 	for _, m := range regexp.MustCompile("`([A-Z_]+)`").FindAllStringSubmatch(bullet, -1) {
 		listed = append(listed, refusal.Word(m[1]))
 	}
-	wrapWords := []refusal.Word{refusal.PolicyDenied, refusal.PendingApproval, refusal.InternalError}
+	wrapWords := []refusal.Word{refusal.PolicyDenied, refusal.PendingApproval, refusal.InternalError, refusal.ToolPoisoning}
 	for _, w := range wrapWords {
 		if !slices.Contains(listed, w) {
 			t.Errorf("the bullet does not list %s, which wrap can send", w)

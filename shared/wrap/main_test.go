@@ -67,6 +67,8 @@ func runRole(role string, args []string) int {
 		return mirror(args)
 	case "mcpserver":
 		return mcpServer(args)
+	case "pinserver":
+		return pinServer(args)
 	case "forker":
 		return forker(args)
 	case "sleeper":

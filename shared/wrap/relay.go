@@ -23,9 +23,10 @@ import (
 type clientOut struct {
 	mu      sync.Mutex
 	w       io.Writer
-	midLine bool   // the child's last byte written was not '\n'
-	pending []byte // frames waiting for a line boundary
-	err     error  // first write error; later writes are dropped
+	midLine bool    // the child's last byte written was not '\n'
+	pending []byte  // frames waiting for a line boundary
+	err     error   // first write error; later writes are dropped
+	pins    *pinSet // --pins: reads the child's tools/list answers; nil: none
 }
 
 func (o *clientOut) write(p []byte) {
@@ -37,6 +38,7 @@ func (o *clientOut) write(p []byte) {
 
 // child relays bytes the child wrote.
 func (o *clientOut) child(p []byte) {
+	o.pins.observe(p) // before the client can read it (and call)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.pending) > 0 {
@@ -118,6 +120,7 @@ type gate struct {
 	child   io.Writer
 	out     *clientOut
 	warn    func(msg string) // audit trouble, for stderr; nil: dropped
+	pins    *pinSet          // --pins (pins.go); nil: none
 
 	// per batch, reused
 	recs    []Record
@@ -205,6 +208,9 @@ func (g *gate) chunk(chunk []byte) error {
 		start = end
 	}
 	if !some {
+		for _, line := range lines {
+			g.pins.requests(line)
+		}
 		_, err := g.child.Write(chunk)
 		return err
 	}
@@ -216,6 +222,7 @@ func (g *gate) chunk(chunk []byte) error {
 func (g *gate) batch(lines [][]byte) error {
 	g.recs, g.effects = g.recs[:0], g.effects[:0]
 	for _, line := range lines {
+		g.pins.requests(line)
 		g.effects = append(g.effects, g.decide(line, auditUp))
 	}
 	if g.audit != nil && len(g.recs) > 0 {
@@ -274,7 +281,7 @@ func (g *gate) decide(line []byte, down auditDown) effect {
 		case c.why != "":
 			d.Rule = c.why
 		case g.enforce:
-			d = g.policy.DecideCall(c.tool, c.params)
+			d = g.pins.decide(c.tool, g.policy.DecideCall(c.tool, c.params))
 		}
 		changed := false
 		if down != auditUp && !d.Refused {

@@ -31,7 +31,7 @@ const (
 	ExitNotFound   = 127 // the command was not found
 )
 
-const usage = `usage: aegis wrap [--policy FILE [--roles LIST]] [--audit FILE [--audit-sync]] -- COMMAND [ARGS...]
+const usage = `usage: aegis wrap [--policy FILE [--roles LIST] [--pins FILE]] [--audit FILE [--audit-sync]] -- COMMAND [ARGS...]
 
 Runs COMMAND (a stdio MCP server) and relays its stdin and stdout; stderr
 passes through, signals are forwarded, and wrap exits with COMMAND's status.
@@ -42,6 +42,10 @@ passes through, signals are forwarded, and wrap exits with COMMAND's status.
                  gateway's policy format (roles:, cedar_policies:,
                  policy_mode:, manifest:; server "local")
   --roles LIST   comma-separated roles of the local caller (policy format)
+  --pins FILE    with --policy: pin each tool's definition the first time
+                 COMMAND lists it (kept in FILE); a tools/call of a tool
+                 COMMAND last listed otherwise is refused (-32042,
+                 TOOL_POISONING)
   --audit FILE   append one JSON line per tools/call decision; the line is
                  in the file before the call is forwarded or refused
                  (survives any crash of wrap), and synced to disk
@@ -65,6 +69,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rolesList := fs.String("roles", "", "comma-separated roles of the local caller (policy set format)")
 	auditPath := fs.String("audit", "", "audit file (JSON lines, appended)")
 	auditSync := fs.Bool("audit-sync", false, "fdatasync each record before acting on the decision")
+	pinsPath := fs.String("pins", "", "pin file (with --policy): tool definitions pinned on first sight")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -91,9 +96,18 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 		g.policy, g.enforce = p, true
-	} else if *rolesList != "" {
-		fmt.Fprint(stderr, "aegis wrap: --roles needs --policy\n"+usage)
+	} else if *rolesList != "" || *pinsPath != "" {
+		fmt.Fprint(stderr, "aegis wrap: --roles and --pins need --policy\n"+usage)
 		return ExitUsage
+	}
+	if *pinsPath != "" {
+		p, err := loadPins(*pinsPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "aegis wrap: %v\n", err)
+			return ExitUsage
+		}
+		p.warn = func(msg string) { fmt.Fprintf(stderr, "aegis wrap: %s\n", msg) }
+		g.pins = p
 	}
 	if *auditPath != "" {
 		a, err := openAudit(*auditPath, *auditSync)
@@ -203,7 +217,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			close(relayed)
 		}()
 	} else {
-		out := &clientOut{w: stdout}
+		out := &clientOut{w: stdout, pins: g.pins}
 		g.child, g.out = childIn, out
 		go func() {
 			_ = g.run(stdin)
