@@ -134,6 +134,12 @@ func New(o *Options) (*Console, error) {
 	return c, nil
 }
 
+// Assets is the embedded pages, script and style (for tests).
+func Assets() fs.FS {
+	sub, _ := fs.Sub(assets, "assets")
+	return sub
+}
+
 // SecurityHeaders sets the headers every console response carries.
 func SecurityHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", CSP)

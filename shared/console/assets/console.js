@@ -2,7 +2,7 @@
 // inline script or eval, talks only to this origin's admin API
 // (/admin/v1/) with the session cookie, and sends the session's CSRF token
 // with every change. Text that came from an agent, a tenant or an upstream
-// reaches the page only through text nodes (never innerHTML), after
+// reaches the page only through text nodes (never the HTML parser), after
 // shown() has spelled out every character that would hide or reorder text
 // (the server's display.Hidden list, from /admin/console/hidden.json).
 'use strict';
