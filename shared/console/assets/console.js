@@ -161,7 +161,6 @@
     }
     clearError();
     say('');
-    S.seen = {};
     if (focus) {
       const h = $('h-' + p);
       h.tabIndex = -1;
@@ -392,12 +391,12 @@
     clearError();
     try {
       const { data } = await api('POST', 'tenants/' + enc(S.tenant) + '/keys', { caller: $('key-caller').value });
+      await loadRegistry(); // first, so that nothing moves once the key is shown
       $('key-secret').value = data.key;
       $('key-new').hidden = false;
       $('key-secret').focus();
       $('key-secret').select();
       $('key-caller').value = '';
-      await loadRegistry();
     } catch (e) { fail(e); }
   }
 
