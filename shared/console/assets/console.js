@@ -423,6 +423,12 @@
     $('unpinned-table').tBodies[0].replaceChildren(...data.unpinned.map((p) => el('tr', {},
       el('td', {}, p.server), el('td', {}, p.tool), el('td', { class: 'code' }, p.current || '-'),
       el('td', {}, defButton(p), el('button', { type: 'button', 'aria-label': 'Pin ' + p.tool, onclick: () => pin(p, true) }, 'Pin')))));
+    emptyRow($('pins-table').tBodies[0], 8, 'No pin yet: tools are pinned the first time the gateway lists them.');
+    emptyRow($('unpinned-table').tBodies[0], 4, 'Every listed tool is pinned.');
+  }
+
+  function emptyRow(body, cols, text) {
+    if (body.rows.length === 0) body.append(el('tr', {}, el('td', { colspan: String(cols) }, text)));
   }
 
   function showDef(p) {
