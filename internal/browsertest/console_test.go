@@ -225,6 +225,24 @@ func TestConsole(t *testing.T) {
 	if got := eval(card + `.querySelector("pre.params").textContent`); got != want {
 		t.Fatalf("params shown %q, want the masked view %q", got, want)
 	}
+
+	// A call whose params carry markup (sent raw: the SDK's encoder would
+	// escape the angle brackets) is shown as the masked view has it (which
+	// writes < as \u003c), never as elements, and denied.
+	hostile := heldRaw(t, fmt.Sprintf(`{"to":"<img src=x id=injected-%d><b>acct</b>","amount":0.5}`, n))
+	card2 := `document.querySelector('article[data-approval="` + hostile + `"]')`
+	wait("the second held call", card2+` !== null`)
+	want2 := adminParams(t, hostile)
+	if got := eval(card2 + `.querySelector("pre.params").textContent`); got != want2 || !strings.Contains(got, "img src=x id=injected-") {
+		t.Fatalf("params with markup shown %q, want the masked view %q with the markup as text", got, want2)
+	}
+	if got := eval(`String(document.querySelectorAll("img, b").length)`); got != "0" {
+		t.Fatalf("the agent's markup became %s element(s) in the page", got)
+	}
+	do("deny it", chromedp.SendKeys(chromedp.JSPath(card2+`.querySelector("input.reason")`), "markup in a destination"),
+		chromedp.Click(chromedp.JSPath(card2+`.querySelector("button.deny")`)))
+	wait("the denied card gone", card2+` === null`)
+	wait("the denial confirmed", `document.getElementById("status").textContent.startsWith("Denied transfer")`)
 	shot(t, ctx, n, "approvals")
 
 	// Approve from the keyboard: Reason, then Your name, then Approve,
@@ -415,6 +433,34 @@ func adminParams(t *testing.T, id string) string {
 		t.Fatalf("GET approval: %d %v", resp.StatusCode, err)
 	}
 	return string(a.Params)
+}
+
+// heldRaw sends tools/call transfer with args (raw JSON) to /v1/invoke as
+// the demo agent and returns the approval id of the held call.
+func heldRaw(t *testing.T, args string) string {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"transfer","arguments":` + args + `}}`
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/invoke", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+demoKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a struct {
+		Error *struct {
+			Code int `json:"code"`
+			Data struct {
+				ApprovalID string `json:"approval_id"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if json.Unmarshal(b, &a) != nil || a.Error == nil || a.Error.Code != -32061 || a.Error.Data.ApprovalID == "" {
+		t.Fatalf("transfer %s: %s; want held (-32061)", args, b)
+	}
+	return a.Error.Data.ApprovalID
 }
 
 var shotMu sync.Mutex
