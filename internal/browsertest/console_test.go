@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/accessibility"
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -184,6 +185,8 @@ func TestConsole(t *testing.T) {
 		}
 		return s
 	}
+
+	problems := watchProblems(ctx)
 
 	// Log in from the keyboard: the key field has the focus and its label.
 	do("open the console", chromedp.Navigate(base+"/admin/console/"), chromedp.WaitVisible(chromedp.ID("key")))
@@ -351,6 +354,85 @@ func TestConsole(t *testing.T) {
 	status, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch("/admin/v1/tenants").then(r => r.status)`, chromedp.EvalAwaitPromise))
 	if err != nil || status != http.StatusUnauthorized {
 		t.Fatalf("the admin API after logout answers %d (%v), want 401", status, err)
+	}
+
+	// No script error and no Content-Security-Policy violation on the
+	// whole walk; and the watch does see one: an inline script is refused.
+	if got := problems.all(); len(got) > 0 {
+		t.Fatalf("the pages logged problems: %q", got)
+	}
+	do("inject an inline script", chromedp.Evaluate[chromedp.Void](`(() => { const s = document.createElement("script"); s.textContent = "window.ran = 1"; document.body.append(s); })()`))
+	if err := problems.waitFor(ctx, "Content Security Policy"); err != nil {
+		t.Fatalf("no CSP violation reported for an inline script: %v (seen %q)", err, problems.all())
+	}
+	if ran := eval(`String(window.ran)`); ran != "undefined" {
+		t.Fatal("an inline script ran under the console's CSP")
+	}
+}
+
+// pageProblems collects what a page logs as an error or a warning (but
+// network answers, such as the 401s the test asks for) and its uncaught
+// exceptions.
+type pageProblems struct {
+	mu     sync.Mutex
+	list   []string
+	notify chan struct{}
+}
+
+func watchProblems(ctx context.Context) *pageProblems {
+	p := &pageProblems{notify: make(chan struct{}, 1)}
+	logs := chromedp.Events(ctx, cdplog.EntryAdded)
+	excs := chromedp.Events(ctx, runtime.ExceptionThrown)
+	go func() {
+		for ev, err := range logs {
+			if err != nil {
+				return
+			}
+			if e := ev.Entry; e.Source != cdplog.EntrySourceNetwork && (e.Level == cdplog.EntryLevelError || e.Level == cdplog.EntryLevelWarning) {
+				p.add(string(e.Source) + ": " + e.Text)
+			}
+		}
+	}()
+	go func() {
+		for ev, err := range excs {
+			if err != nil {
+				return
+			}
+			p.add("exception: " + ev.ExceptionDetails.Text)
+		}
+	}()
+	return p
+}
+
+func (p *pageProblems) add(s string) {
+	p.mu.Lock()
+	p.list = append(p.list, s)
+	p.mu.Unlock()
+	select {
+	case p.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (p *pageProblems) all() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.list...)
+}
+
+// waitFor waits until a problem containing sub has been seen.
+func (p *pageProblems) waitFor(ctx context.Context, sub string) error {
+	for {
+		for _, s := range p.all() {
+			if strings.Contains(s, sub) {
+				return nil
+			}
+		}
+		select {
+		case <-p.notify:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
