@@ -25,6 +25,7 @@ var adminCommands = []adminCommand{
 	{"params-key", "list and rotate the key audit params hashes are keyed with", cmdParamsKey},
 	{"policy", "put and get a tenant's policy set", cmdPolicy},
 	{"pins", "list, diff, pin and unpin tool definitions (rug pulls); new-tools: pin or hold", cmdPins},
+	{"console", "serve the web console on this machine for a deployed stack (signs with your AWS credentials)", cmdConsole},
 	{"new-key", "print a fresh admin key for AEGIS_ADMIN_KEY", cmdNewKey},
 	{"create-tables", "create the DynamoDB tables (local use)", runCreateTables},
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/aegis-gw/aegis/shared/admin"
 	"github.com/aegis-gw/aegis/shared/approval"
@@ -27,7 +28,7 @@ func notifier(log *slog.Logger) approval.Notifier {
 // listener; the admin API resolves kill-switch names with the gateway's
 // tool catalog. Without AEGIS_ADMIN_KEY the admin routes answer 401 with
 // how to enable them; the returned line goes in the banner.
-func mountAdmin(gw *gateway.Gateway, b backend.Backend, log *slog.Logger) (http.Handler, string, error) {
+func mountAdmin(gw *gateway.Gateway, b backend.Backend, refresh time.Duration, log *slog.Logger) (http.Handler, string, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/", gw)
 	key := os.Getenv(envAdminKey)
@@ -35,12 +36,12 @@ func mountAdmin(gw *gateway.Gateway, b backend.Backend, log *slog.Logger) (http.
 		mux.Handle("/admin/", adminDisabled{})
 		return mux, "admin API off: set " + envAdminKey + " (24+ characters, e.g. `aegis admin new-key`) to serve it under /admin/v1/", nil
 	}
-	h, err := admin.New(b, &admin.Options{AdminKey: key, Catalog: gw.Catalog(), LocalMode: true, Logger: log})
+	h, err := admin.New(b, &admin.Options{AdminKey: key, Catalog: gw.Catalog(), KillSwitchRefresh: refresh, LocalMode: true, Logger: log})
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", envAdminKey, err)
 	}
 	mux.Handle("/admin/", h)
-	return mux, "admin API on /admin/v1/ (key from " + envAdminKey + ")", nil
+	return mux, "admin API on /admin/v1/ (key from " + envAdminKey + "), console on /admin/console/", nil
 }
 
 // adminDisabled answers every admin route while no admin key is set.

@@ -180,7 +180,7 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	handler, adminLine, err := mountAdmin(gw, b.Backend, log)
+	handler, adminLine, err := mountAdmin(gw, b.Backend, settings.KillSwitchRefresh, log)
 	if err != nil {
 		_ = ln.Close()
 		return err

@@ -52,7 +52,7 @@ func (s *stubs) run() (string, error) {
 
 func TestScriptToolsPresent(t *testing.T) {
 	s := newStubs(t)
-	for _, name := range []string{"moto_server", "cfn-lint", "make", "gcc", "npm"} {
+	for _, name := range []string{"moto_server", "cfn-lint", "make", "gcc", "npm", "chromium"} {
 		s.tool(name, name+" 9.9.9")
 	}
 	out, err := s.run()
@@ -73,7 +73,7 @@ func TestScriptToolsPresent(t *testing.T) {
 // install it with, the script fails before the tests and names it.
 func TestScriptFailsNamingMissingTool(t *testing.T) {
 	s := newStubs(t)
-	for _, name := range []string{"cfn-lint", "make", "gcc", "npm"} {
+	for _, name := range []string{"cfn-lint", "make", "gcc", "npm", "chromium"} {
 		s.tool(name, name+" 9.9.9")
 	}
 	out, err := s.run()
@@ -94,7 +94,7 @@ func TestScriptFailsNamingMissingTool(t *testing.T) {
 // python3 -m pip install --user, from the user base's bin directory.
 func TestScriptInstallsWithPip(t *testing.T) {
 	s := newStubs(t)
-	for _, name := range []string{"cfn-lint", "make", "gcc", "npm"} {
+	for _, name := range []string{"cfn-lint", "make", "gcc", "npm", "chromium"} {
 		s.tool(name, name+" 9.9.9")
 	}
 	chmod, err := exec.LookPath("chmod")
@@ -132,7 +132,7 @@ esac`, log, moto, chmod, base))
 // when Debian has it and the script runs as root.
 func TestScriptInstallsWithApt(t *testing.T) {
 	s := newStubs(t)
-	for _, name := range []string{"moto_server", "cfn-lint", "gcc", "npm"} {
+	for _, name := range []string{"moto_server", "cfn-lint", "gcc", "npm", "chromium"} {
 		s.tool(name, name+" 9.9.9")
 	}
 	chmod, err := exec.LookPath("chmod")
@@ -151,6 +151,45 @@ printf '#!/bin/sh\necho make 9.9.9\n' >%[1]q/make && %[2]q +x %[1]q/make`, s.dir
 	}
 	if err != nil || !strings.Contains(out, "make         "+s.dir+"/make (make 9.9.9)") {
 		t.Errorf("as root with apt-get: %v\n%s", err, out)
+	}
+}
+
+// TestScriptInstallsChromium: a missing chromium (the console's browser
+// test) is installed with apt-get as root, and named when Debian has no
+// package for it.
+func TestScriptInstallsChromium(t *testing.T) {
+	for _, debianHas := range []bool{true, false} {
+		s := newStubs(t)
+		for _, name := range []string{"moto_server", "cfn-lint", "make", "gcc", "npm"} {
+			s.tool(name, name+" 9.9.9")
+		}
+		chmod, err := exec.LookPath("chmod")
+		if err != nil {
+			t.Fatal(err)
+		}
+		has := `[ "$1 $2" = "show chromium" ]`
+		if !debianHas {
+			has = "exit 1"
+		}
+		s.add(s.dir, "apt-cache", has)
+		s.add(s.dir, "apt-get", fmt.Sprintf(`[ "$1" = install ] || exit 0
+printf '#!/bin/sh\necho "$0: 9: [: 1: unexpected operator" >&2\necho Chromium 999.0\n' >%[1]q/chromium && %[2]q +x %[1]q/chromium`, s.dir, chmod))
+		out, err := s.run()
+		switch {
+		case os.Geteuid() != 0:
+			if err == nil || !strings.Contains(out, "MISSING TOOL chromium: no apt-get as root. Install it: apt-get install chromium") {
+				t.Errorf("not root: %v\n%s", err, out)
+			}
+			return
+		case debianHas:
+			if err != nil || !strings.Contains(out, "chromium     "+s.dir+"/chromium (Chromium 999.0)") {
+				t.Errorf("as root with apt-get: %v\n%s", err, out)
+			}
+		default:
+			if err == nil || !strings.Contains(out, "MISSING TOOL chromium: Debian has no package chromium. Install it: apt-get install chromium") {
+				t.Errorf("Debian without chromium: %v\n%s", err, out)
+			}
+		}
 	}
 }
 

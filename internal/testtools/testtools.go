@@ -19,6 +19,7 @@ var install = map[string]string{
 	"moto_server": "pip install --user 'moto[server]' (moto 5; then put `python3 -m site --user-base`/bin on PATH)",
 	"cfn-lint":    "pip install --user cfn-lint (cfn-lint 1; then put `python3 -m site --user-base`/bin on PATH)",
 	"make":        "apt-get install make",
+	"chromium":    "apt-get install chromium (Debian's package; the console's browser test runs it headless)",
 }
 
 // Hint says how to install the tool name.

@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/backend"
+	"github.com/aegis-gw/aegis/shared/console"
 	"github.com/aegis-gw/aegis/shared/correlation"
 )
 
@@ -58,6 +59,11 @@ type Options struct {
 	// which cannot reach upstreams): a tool stop must say "unlisted".
 	Catalog Catalog
 
+	// KillSwitchRefresh is the gateways' KILL_SWITCH_REFRESH_SECS: the
+	// console says by when a stop is in force on every instance (0:
+	// unknown, and it says so).
+	KillSwitchRefresh time.Duration
+
 	LocalMode bool             // upstream URLs may be http and loopback (aegis serve)
 	Now       func() time.Time // nil = time.Now
 	Logger    *slog.Logger     // nil = slog.Default()
@@ -69,6 +75,10 @@ type Handler struct {
 	b      backend.Backend // the registry, approvals, stops and the audit trail
 	keySum [32]byte
 	mux    *http.ServeMux
+	// console is the web console (shared/console), served with an admin
+	// key only: on AWS, behind IAM authorization, a browser cannot sign
+	// requests (docs/console.md).
+	console *console.Console
 }
 
 // New returns the admin handler over b, or an error when o does not name
@@ -94,6 +104,13 @@ func New(b backend.Backend, o *Options) (*Handler, error) {
 	if h.o.Logger == nil {
 		h.o.Logger = slog.Default()
 	}
+	if h.o.AdminKey != "" {
+		c, err := console.New(&console.Options{CheckKey: h.checkKey, KillSwitchRefresh: h.o.KillSwitchRefresh, Now: h.o.Now, Logger: h.o.Logger})
+		if err != nil {
+			return nil, err
+		}
+		h.console = c
+	}
 	h.routes()
 	return h, nil
 }
@@ -108,6 +125,10 @@ func NewKey() string {
 
 // ServeHTTP implements http.Handler: authenticate, then route.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.console != nil && (strings.HasPrefix(r.URL.Path, console.Prefix) || r.URL.Path+"/" == console.Prefix) {
+		h.console.ServeHTTP(w, r) // the login form is open; the rest checks the session
+		return
+	}
 	corr := correlation.ID(r.Header.Get("traceparent"))
 	w.Header().Set(correlation.Header, corr)
 	principal, fail := h.authenticate(r)
@@ -129,6 +150,12 @@ func (h *Handler) authenticate(r *http.Request) (string, string) {
 		}
 		return p, ""
 	}
+	if h.console != nil && r.Header.Get("Authorization") == "" {
+		// The console's session cookie, with its CSRF token on changes.
+		if p, fail, used := h.console.Authenticate(r); used {
+			return p, fail
+		}
+	}
 	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	key = strings.TrimSpace(key)
 	if !ok || key == "" {
@@ -137,11 +164,20 @@ func (h *Handler) authenticate(r *http.Request) (string, string) {
 	if strings.HasPrefix(key, auth.Prefix) {
 		return "", "tenant API keys cannot open admin routes"
 	}
-	sum := sha256.Sum256([]byte(key))
-	if subtle.ConstantTimeCompare(sum[:], h.keySum[:]) != 1 {
+	if !h.checkKey(key) {
 		return "", "invalid admin key"
 	}
 	return "admin-key", ""
+}
+
+// checkKey reports whether key is the admin key, comparing SHA-256 sums
+// in constant time.
+func (h *Handler) checkKey(key string) bool {
+	if h.o.AdminKey == "" || strings.HasPrefix(key, auth.Prefix) {
+		return false
+	}
+	sum := sha256.Sum256([]byte(key))
+	return subtle.ConstantTimeCompare(sum[:], h.keySum[:]) == 1
 }
 
 func (h *Handler) routes() {
@@ -173,6 +209,7 @@ func (h *Handler) routes() {
 	h.routePins(m) // pins.go
 
 	m.HandleFunc("GET /admin/v1/tenants/{tenant}/audit", h.queryAudit)
+	m.HandleFunc("GET /admin/v1/tenants/{tenant}/upstreams", h.listUpstreams) // upstreams.go
 
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, info(r).corr, http.StatusNotFound, "not_found", "no such admin route: "+r.Method+" "+r.URL.Path, "")

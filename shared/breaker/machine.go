@@ -48,6 +48,10 @@ func stateAt(c Circuit, now time.Time) state {
 	}
 }
 
+// StateAt names c's state at now as the admin API shows it: "closed",
+// "open" or "half-open".
+func StateAt(c Circuit, now time.Time) string { return stateAt(c, now).String() }
+
 // transition returns the record after one upstream result (failed or a
 // success) observed at now, and whether it differs from c (false: nothing
 // to write).

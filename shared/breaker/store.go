@@ -48,4 +48,8 @@ type Store interface {
 	// ReleaseLease gives holder's slot back; releasing an absent lease is
 	// not an error.
 	ReleaseLease(ctx context.Context, key, holder string) error
+	// InFlight counts the live leases of key at now (read-only, for
+	// operators: the admin API's upstream state). Expired leases do not
+	// count and are not removed.
+	InFlight(ctx context.Context, key string, now time.Time) (int, error)
 }

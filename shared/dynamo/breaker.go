@@ -214,6 +214,30 @@ func (s *Store) ReleaseLease(ctx context.Context, key, holder string) error {
 	return err
 }
 
+// InFlight implements breaker.Store: one consistent read of the lease
+// item, counting the holders whose expiry is after now.
+func (s *Store) InFlight(ctx context.Context, key string, now time.Time) (int, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.tables.State), Key: Key(JoinKey(prefixLease, key), skLeases), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return 0, mapErr("InFlight", err)
+	}
+	holders, _ := out.Item["holders"].(*types.AttributeValueMemberM)
+	if holders == nil {
+		return 0, nil
+	}
+	n := 0
+	for _, v := range holders.Value {
+		if e, ok := v.(*types.AttributeValueMemberN); ok {
+			if exp, err := strconv.ParseInt(e.Value, 10, 64); err == nil && exp > now.UnixNano() {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
 func mergeItem(a, b Item) Item {
 	out := Item{}
 	for k, v := range a {

@@ -83,4 +83,18 @@ func (s *Store) ReleaseLease(_ context.Context, key, holder string) error {
 	return nil
 }
 
+// InFlight implements breaker.Store.
+func (s *Store) InFlight(_ context.Context, key string, now time.Time) (int, error) {
+	b := &s.breaker
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, exp := range b.leases[key] {
+		if exp.After(now) {
+			n++
+		}
+	}
+	return n, nil
+}
+
 var _ breaker.Store = (*Store)(nil)

@@ -80,6 +80,15 @@ func testBreaker(t *testing.T, nb func(t *testing.T) backend.Backend) {
 		if ok, _ := s.AcquireLease(c, "k", "h3", 2, t0, exp); !ok {
 			t.Fatal("lease refused after a release")
 		}
+		if n, err := s.InFlight(c, "k", t0); err != nil || n != 2 {
+			t.Fatalf("InFlight = %d, %v; want 2 (h2, h3)", n, err)
+		}
+		if n, err := s.InFlight(c, "k", exp); err != nil || n != 0 {
+			t.Fatalf("InFlight at the leases' expiry = %d, %v; want 0", n, err)
+		}
+		if n, err := s.InFlight(c, "never-leased", t0); err != nil || n != 0 {
+			t.Fatalf("InFlight of a key never leased = %d, %v; want 0", n, err)
+		}
 		if err := s.ReleaseLease(c, "k", "absent"); err != nil {
 			t.Fatalf("releasing an absent lease = %v", err)
 		}
