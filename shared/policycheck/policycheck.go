@@ -41,6 +41,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/policy"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/route"
 	"github.com/aegis-gw/aegis/shared/session"
 	"github.com/aegis-gw/aegis/shared/store"
 )
@@ -252,11 +254,26 @@ func Request(c *pipeline.Call, now time.Time) *policy.Request {
 	if c.Server != nil {
 		req.Server = c.Server.Name
 	}
-	req.Tool = c.UpstreamTool
-	if req.Tool == "" {
-		req.Tool = c.Tool
+	switch c.Method {
+	case policy.MethodToolsCall:
+		req.Tool = c.UpstreamTool
+		if req.Tool == "" {
+			req.Tool = c.Tool
+		}
+		req.Annotations = annotations(c.ToolDef)
+	case policy.MethodPrompt:
+		req.Prompt = c.Target
+	case policy.MethodResource:
+		req.ResourceURI = c.Target
+	case policy.MethodCompletion:
+		// The ref names a prompt or a resource (template): route.Named's
+		// kind is on UpstreamTool.
+		if strings.HasPrefix(c.UpstreamTool, route.KindPrompt+":") {
+			req.Prompt = c.Target
+		} else {
+			req.ResourceURI = c.Target
+		}
 	}
-	req.Annotations = annotations(c.ToolDef)
 	req.Arguments = jsonrpc.Member(c.Params, "arguments")
 	return req
 }
@@ -283,6 +300,16 @@ func (k *Check) Visible(ctx context.Context, c *pipeline.Call, server *registry.
 	}
 	tmpl := Request(c, k.o.Now())
 	tmpl.Bounds = key.bounds
+	switch c.Method {
+	case "prompts/list":
+		return policy.VisibleAs(ctx, l.Decider, tmpl, policy.MethodPrompt, server.Name, strings.TrimPrefix(tool, route.KindPrompt+":"), nil)
+	case "resources/list":
+		return policy.VisibleAs(ctx, l.Decider, tmpl, policy.MethodResource, server.Name, strings.TrimPrefix(tool, route.KindResource+":"), nil)
+	case "resources/templates/list":
+		// A template names many URIs, not one: it is listed, and each
+		// read of a URI it expands to is decided on that URI.
+		return true
+	}
 	return policy.Visible(ctx, l.Decider, tmpl, server.Name, tool, annotations(c.ToolDef))
 }
 
