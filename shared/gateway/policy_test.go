@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -80,7 +81,7 @@ type polEnv struct {
 	Key   string // acme-agent, no roles
 }
 
-func newPolEnv(t *testing.T, b backend.Backend, tenant registry.Tenant, set string) *polEnv {
+func newPolEnv(t *testing.T, b backend.Backend, tenant registry.Tenant, set string, settings ...func(*config.Settings)) *polEnv {
 	t.Helper()
 	ctx := context.Background()
 	e := &polEnv{B: &flakyPolicies{Backend: b}, Clock: testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))}
@@ -99,6 +100,9 @@ func newPolEnv(t *testing.T, b backend.Backend, tenant registry.Tenant, set stri
 	s := config.Defaults()
 	s.LocalMode = true
 	s.UpstreamTimeout = 10 * time.Second
+	for _, f := range settings {
+		f(&s)
+	}
 	gw, err := gateway.New(e.B, &gateway.Options{
 		Settings: s, Now: e.Clock.Now, StoreMargin: slowStoreMargin,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -137,7 +141,9 @@ func (e *polEnv) invoke(t *testing.T, key, sid, tool, args string, meta string) 
 	if meta != "" {
 		params += `,"_meta":` + meta
 	}
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + params + `}}`
+	// Each call its own id: calls in flight together in one session must
+	// not share one (the upstream refuses a duplicate in-flight id).
+	body := `{"jsonrpc":"2.0","id":` + strconv.FormatInt(invokeIDs.Add(1), 10) + `,"method":"tools/call","params":` + params + `}}`
 	req, _ := http.NewRequest(http.MethodPost, e.URL+"/v1/invoke", bytes.NewBufferString(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+key)
@@ -147,6 +153,8 @@ func (e *polEnv) invoke(t *testing.T, key, sid, tool, args string, meta string) 
 	r := do(t, req)
 	return r, r.Header.Get("X-Session-ID")
 }
+
+var invokeIDs atomic.Int64
 
 // list is tools/list on /v1/invoke: the names listed.
 func (e *polEnv) list(t *testing.T, key string) []string {
@@ -569,5 +577,23 @@ func TestPolicyThroughTheSDK(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestPolicyRefreshSetting: POLICY_REFRESH_SECS is how long an instance
+// keeps a tenant's set before it reads it again.
+func TestPolicyRefreshSetting(t *testing.T) {
+	e := newPolEnv(t, memstore.New(), registry.Tenant{}, permitEcho, func(s *config.Settings) { s.PolicyRefresh = time.Minute })
+	if r, _ := e.invoke(t, e.Key, "", "transfer", transferArgs, ""); r.code() != -32003 {
+		t.Fatalf("transfer = %s; want -32003", r.Raw)
+	}
+	e.setPolicy(t, "{}")
+	e.Clock.Advance(30 * time.Second) // past the default 5 s, within the setting
+	if r, _ := e.invoke(t, e.Key, "", "transfer", transferArgs, ""); r.code() != -32003 {
+		t.Fatalf("transfer 30 s after the change = %s; want the cached set's -32003", r.Raw)
+	}
+	e.Clock.Advance(31 * time.Second)
+	if r, _ := e.invoke(t, e.Key, "", "transfer", transferArgs, ""); r.Error != nil {
+		t.Fatalf("transfer past POLICY_REFRESH_SECS = %s; want the new set (empty) to allow it", r.Raw)
 	}
 }

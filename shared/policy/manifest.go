@@ -167,6 +167,16 @@ func (b *Bounds) Narrow(o *Bounds) *Bounds {
 	}
 }
 
+// MaxToolCalls is b's max_tool_calls (0: no limit). The caller reserves a
+// tools/call against it before sending the call (session.Counter.Reserve),
+// so that the limit holds for calls in flight together.
+func (b *Bounds) MaxToolCalls() int {
+	if b == nil {
+		return 0
+	}
+	return b.maxToolCalls
+}
+
 // minLimit is the smaller of two limits where 0 is "no limit".
 func minLimit[T int | time.Duration](a, b T) T {
 	switch {

@@ -27,19 +27,23 @@
 // (pipeline.Call.PolicyRule, the audit record's policy_rule) and never put
 // in the refusal.
 //
-// Counting. For a call the whole pipeline allowed and the gateway
-// forwarded (no stage refused it, and it finished with any outcome but
-// refused: the pipeline's undo tells the rest) the check counts the
-// session's manifest counters in the store (session.Counter: the idle
-// clock, tool_calls, the declared step). Calls in flight together are
-// decided on the same counts, so concurrent calls may pass a budget by as
-// many as run at once.
+// Counting. A tools/call the decider lets through, in a session whose
+// bounds set max_tool_calls, is reserved against it in the store before
+// it is sent (session.Counter.Reserve, one conditional write), and decided
+// again on the count the reservation saw: so calls in flight together
+// never pass the limit. A call refused after its reservation (by a later
+// stage, or not sent) gives the unit back (the pipeline's undo). For a
+// call the whole pipeline allowed and the gateway forwarded (it finished
+// with any outcome but refused) the check then counts the session's other
+// manifest counters (session.Counter.Count: the idle clock, the declared
+// step, and the tools/call when it was not reserved).
 package policycheck
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -67,9 +71,9 @@ const (
 	DefaultMaxTenants = 4096
 )
 
-// Keys is what the check reads a caller's key facts from: its roles (used
-// when the call does not carry them, pipeline.Call.Roles nil) and its
-// manifest.
+// Keys is what the check reads a caller's key facts from, its roles and
+// its manifest, when the call does not carry them (pipeline.Call.Roles
+// nil; the gateway's authentication sets Roles and KeyManifest).
 type Keys interface {
 	Key(ctx context.Context, id string) (registry.Key, error)
 }
@@ -96,7 +100,8 @@ type Check struct {
 
 	mu       sync.Mutex
 	tenants  map[string]*entry
-	keyFacts map[string]keyEntry // by key id, under mu
+	keyFacts map[string]keyEntry     // by key id, under mu
+	carried  map[string]carriedEntry // by key id, under mu
 }
 
 // keyEntry is one key's cached facts.
@@ -120,12 +125,15 @@ type Loaded struct {
 	Decider policy.Decider
 	Hash    string // policy.Hash of the set; "" while not loaded
 	Set     *policy.Set
+	// Bounds are the tenant's manifest compiled (nil: none), which the
+	// check reserves max_tool_calls against.
+	Bounds *policy.Bounds
 }
 
 // New returns the check over the tenants' sets, the key records (for
 // roles) and the session counters. o may be nil.
 func New(sets Policies, keys Keys, counter session.Counter, o *Options) *Check {
-	k := &Check{sets: sets, keys: keys, counter: counter, tenants: map[string]*entry{}, keyFacts: map[string]keyEntry{}}
+	k := &Check{sets: sets, keys: keys, counter: counter, tenants: map[string]*entry{}, keyFacts: map[string]keyEntry{}, carried: map[string]carriedEntry{}}
 	if o != nil {
 		k.o = *o
 	}
@@ -163,26 +171,55 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	var l Loaded
 	var key keyFacts
 	tenant, keyID := c.Tenant.ID, c.KeyID
+	roles, manifest := c.Roles, c.KeyManifest
 	wait := c.Async(func() {
 		l = k.Load(ctx, tenant)
-		key = k.key(ctx, tenant, keyID)
+		if roles != nil {
+			key = keyFacts{roles: roles, bounds: k.carriedBounds(ctx, tenant, keyID, manifest)}
+		} else {
+			key = k.key(ctx, tenant, keyID)
+		}
 	})
-	// undone: a stage refused the call (this one or a later one, with a
-	// refusal or -32603), or it was finished as refused: it was not sent,
-	// and counts nothing.
-	undone := new(atomic.Bool)
+	res := &reservation{}
 	decide := func() error {
 		wait()
 		if c.Roles == nil {
 			c.Roles = key.roles
 		}
-		return k.decide(ctx, c, l, key.bounds, undone)
+		return k.decide(ctx, c, l, key.bounds, res)
 	}
-	return decide, func() { undone.Store(true) }
+	return decide, func() { k.undo(ctx, res) }
 }
 
-// decide puts c to l's decider and records the verdict on c.
-func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *policy.Bounds, undone *atomic.Bool) error {
+// reservation is what one call holds of its session's budgets: undone
+// when a stage refused the call (this one or a later one, with a refusal
+// or -32603) or it was finished as refused: it was not sent, and counts
+// nothing; reserved when a tools/call was reserved against
+// max_tool_calls (session.Counter.Reserve) for the session tenant/id.
+type reservation struct {
+	undone     atomic.Bool
+	reserved   atomic.Bool
+	tenant, id string // set before reserved
+}
+
+// undo marks the call not sent and gives back its reserved tools/call.
+func (k *Check) undo(ctx context.Context, r *reservation) {
+	if r.undone.Swap(true) || !r.reserved.Load() {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), countTimeout)
+	defer cancel()
+	if err := k.counter.Release(cctx, r.tenant, r.id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		// The unit stays spent: the session's budget errs on the strict side.
+		k.o.Logger.WarnContext(ctx, "reserved tool call not given back", "tenant", r.tenant, "err", err)
+	}
+}
+
+// decide puts c to l's decider and records the verdict on c. A tools/call
+// the decider lets through is reserved against the session's
+// max_tool_calls before it is sent (reserve), so that the limit holds for
+// calls in flight together.
+func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *policy.Bounds, res *reservation) error {
 	if l.Hash != "" {
 		c.PolicyHash = l.Hash
 	}
@@ -200,15 +237,21 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 	req.Session.Step = step
 	req.Bounds = bounds
 	v := l.Decider.Decide(ctx, req)
+	if limit := l.Bounds.Narrow(bounds).MaxToolCalls(); limit > 0 && v.Forward() && req.Method == policy.MethodToolsCall && c.SessionID != "" {
+		var err error
+		if v, err = k.reserve(ctx, c, l, req, limit, res); err != nil {
+			return err
+		}
+	}
 	c.PolicyRule, c.PolicyVerdict, c.PolicyAudit = v.Rule, VerdictWord(v), v.Audit
 	if v.Refused() {
 		return v.Refusal()
 	}
 	c.PolicyApproval = v.Held()
-	use := session.Use{At: req.Now, ToolCall: req.Method == policy.MethodToolsCall, Step: step.N, Declared: step.Declared}
+	use := session.Use{At: req.Now, ToolCall: req.Method == policy.MethodToolsCall && !res.reserved.Load(), Step: step.N, Declared: step.Declared}
 	tenant, id := c.Tenant.ID, c.SessionID
 	c.OnDoneAsync(func(o audit.Outcome) {
-		if o == audit.OutcomeRefused || undone.Load() || id == "" {
+		if o == audit.OutcomeRefused || res.undone.Load() || id == "" {
 			return // never sent: it spends nothing and keeps nothing alive
 		}
 		// Finish runs on the gateway's settling path, after the answer.
@@ -219,6 +262,31 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 		}
 	})
 	return nil
+}
+
+// reserve reserves req, a tools/call the decider let through, against
+// limit in the session's record, and decides it again on the count the
+// reservation saw when that differs from the count read at the start of
+// the call (calls in flight together): at the limit the gate refuses it
+// (tool_calls), and a refused call gives its unit back (undo). A session
+// that is not in the store (its write failed, and the session stage let
+// the call on) has no record to count in: the call is decided on the
+// counts read. A store that cannot be reached is an error: the stage
+// fails closed, since a budget that cannot be counted does not bound.
+func (k *Check) reserve(ctx context.Context, c *pipeline.Call, l Loaded, req *policy.Request, limit int, res *reservation) (policy.Verdict, error) {
+	res.tenant, res.id = c.Tenant.ID, c.SessionID
+	before, ok, err := k.counter.Reserve(ctx, res.tenant, res.id, limit)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return l.Decider.Decide(ctx, req), nil
+	case err != nil:
+		return policy.Verdict{}, fmt.Errorf("policy: reserving the session's tool call: %w", err)
+	}
+	if ok {
+		res.reserved.Store(true)
+	}
+	req.Session.ToolCalls = before
+	return l.Decider.Decide(ctx, req), nil
 }
 
 // countTimeout bounds one counter write.
@@ -294,8 +362,11 @@ func (k *Check) Visible(ctx context.Context, c *pipeline.Call, server *registry.
 	if l.Hash != "" {
 		c.PolicyHash = l.Hash
 	}
-	key := k.key(ctx, c.Tenant.ID, c.KeyID)
-	if c.Roles == nil {
+	var key keyFacts
+	if c.Roles != nil {
+		key = keyFacts{roles: c.Roles, bounds: k.carriedBounds(ctx, c.Tenant.ID, c.KeyID, c.KeyManifest)}
+	} else {
+		key = k.key(ctx, c.Tenant.ID, c.KeyID)
 		c.Roles = key.roles
 	}
 	tmpl := Request(c, k.o.Now())
@@ -366,17 +437,54 @@ func (k *Check) readKey(ctx context.Context, tenant, keyID string) (out keyFacts
 	if rec.Roles != nil {
 		out.roles = rec.Roles
 	}
-	if rec.Manifest != nil {
-		b, err := policy.Merge(rec.Manifest)
-		if err != nil {
-			// Writers validate a key's manifest; one that does not
-			// compile grants nothing.
-			k.o.Logger.ErrorContext(ctx, "key manifest invalid; the key's calls are refused", "tenant", tenant, "key", keyID, "err", err)
-			b, _ = policy.Merge(&policy.Manifest{Grants: map[string][]string{}})
-		}
-		out.bounds = b
-	}
+	out.bounds = k.keyBounds(ctx, tenant, keyID, rec.Manifest)
 	return out, true
+}
+
+// carriedBounds is keyBounds of the manifest a call carries, compiled
+// once per manifest value authentication hands out (the registry's cached
+// key record): the last one is kept per key, bounded like the key facts.
+func (k *Check) carriedBounds(ctx context.Context, tenant, keyID string, m *policy.Manifest) *policy.Bounds {
+	if m == nil {
+		return nil
+	}
+	k.mu.Lock()
+	e, ok := k.carried[keyID]
+	k.mu.Unlock()
+	if ok && e.m == m {
+		return e.b
+	}
+	b := k.keyBounds(ctx, tenant, keyID, m)
+	k.mu.Lock()
+	if len(k.carried) >= k.o.MaxTenants {
+		for id := range k.carried { // drop any one: it is compiled again
+			delete(k.carried, id)
+			break
+		}
+	}
+	k.carried[keyID] = carriedEntry{m: m, b: b}
+	k.mu.Unlock()
+	return b
+}
+
+// carriedEntry is one key's carried manifest and its bounds.
+type carriedEntry struct {
+	m *policy.Manifest
+	b *policy.Bounds
+}
+
+// keyBounds is a key's manifest compiled (nil: none). Writers validate a
+// key's manifest; one that does not compile grants nothing.
+func (k *Check) keyBounds(ctx context.Context, tenant, keyID string, m *policy.Manifest) *policy.Bounds {
+	if m == nil {
+		return nil
+	}
+	b, err := policy.Merge(m)
+	if err != nil {
+		k.o.Logger.ErrorContext(ctx, "key manifest invalid; the key's calls are refused", "tenant", tenant, "key", keyID, "err", err)
+		b, _ = policy.Merge(&policy.Manifest{Grants: map[string][]string{}})
+	}
+	return b
 }
 
 // cachedHash is the hash of tenant's cached set, or "" when none is.
@@ -451,7 +559,11 @@ func Build(set *policy.Set) (Loaded, error) {
 	if err != nil {
 		return Loaded{}, err
 	}
-	return Loaded{Decider: d, Hash: h, Set: set}, nil
+	b, err := policy.Merge(set.Manifest)
+	if err != nil {
+		return Loaded{}, err
+	}
+	return Loaded{Decider: d, Hash: h, Set: set, Bounds: b}, nil
 }
 
 func (k *Check) retryAfterFailure() time.Duration {

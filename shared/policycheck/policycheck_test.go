@@ -28,6 +28,9 @@ type fakeStore struct {
 	down   bool
 	reads  int
 	counts []session.Use
+	// reserved is the tools/calls reserved against max_tool_calls.
+	reserved int
+	keyReads int
 }
 
 func (f *fakeStore) Policy(_ context.Context, tenant string) (registry.Policy, error) {
@@ -47,6 +50,7 @@ func (f *fakeStore) Policy(_ context.Context, tenant string) (registry.Policy, e
 func (f *fakeStore) Key(_ context.Context, id string) (registry.Key, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.keyReads++
 	k, ok := f.keys[id]
 	if !ok {
 		return registry.Key{}, store.ErrNotFound
@@ -58,6 +62,25 @@ func (f *fakeStore) Count(_ context.Context, _, _ string, u session.Use) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.counts = append(f.counts, u)
+	return nil
+}
+
+// Reserve and Release count in reserved; the stores' own contract tests
+// (storetest) hold them to the bound.
+func (f *fakeStore) Reserve(_ context.Context, _, _ string, limit int) (int, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.reserved >= limit {
+		return f.reserved, false, nil
+	}
+	f.reserved++
+	return f.reserved - 1, true, nil
+}
+
+func (f *fakeStore) Release(context.Context, string, string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reserved--
 	return nil
 }
 
@@ -264,5 +287,32 @@ func TestNotCountedWhenALaterStageFails(t *testing.T) {
 				t.Fatalf("counted %v, want %v", fs.counts, tc.counted)
 			}
 		})
+	}
+}
+
+// TestCarriedRoles: roles and a key manifest the call carries (set by
+// authentication) decide it without a read of the key record; a call
+// that carries none is decided by the record's.
+func TestCarriedRoles(t *testing.T) {
+	const set = "roles: {ops: {allow: [\"mock/*\"]}}\n"
+	fs := &fakeStore{sets: map[string]string{"acme": set}, keys: map[string]registry.Key{"k1": {ID: "k1", Tenant: "acme", Roles: []string{"reader"}}}}
+	k := policycheck.New(fs, fs, fs, nil)
+	ctx := context.Background()
+	c := newCall("acme", "echo")
+	c.Roles = []string{"ops"}
+	if err := k.Check(ctx, c); err != nil || c.PolicyRule != "role:ops allow mock/*" {
+		t.Fatalf("carried ops: %v rule %q", err, c.PolicyRule)
+	}
+	c = newCall("acme", "echo")
+	c.Roles, c.KeyManifest = []string{"ops"}, &policy.Manifest{Grants: map[string][]string{"tools/call": {"mock/other"}}}
+	if err := k.Check(ctx, c); wordOf(err) != refusal.CapabilityDenied {
+		t.Fatalf("carried manifest: %v; want -32005 grant", err)
+	}
+	if fs.keyReads != 0 {
+		t.Fatalf("the key record was read %d times for calls that carry their roles", fs.keyReads)
+	}
+	c = newCall("acme", "echo") // Roles nil: from the record (reader: no role allows)
+	if err := k.Check(ctx, c); wordOf(err) != refusal.PolicyDenied || c.PolicyRule != policy.RuleNoRole || fs.keyReads != 1 {
+		t.Fatalf("roles from the record: %v rule %q, %d reads", err, c.PolicyRule, fs.keyReads)
 	}
 }
