@@ -159,9 +159,18 @@ var invokeIDs atomic.Int64
 // list is tools/list on /v1/invoke: the names listed.
 func (e *polEnv) list(t *testing.T, key string) []string {
 	t.Helper()
+	return e.listIn(t, key, "")
+}
+
+// listIn is list in session sid ("": a new one).
+func (e *polEnv) listIn(t *testing.T, key, sid string) []string {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, e.URL+"/v1/invoke", bytes.NewBufferString(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+key)
+	if sid != "" {
+		req.Header.Set("X-Session-ID", sid)
+	}
 	r := do(t, req)
 	var res struct {
 		Tools []struct {

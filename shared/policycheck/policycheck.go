@@ -100,8 +100,9 @@ type Check struct {
 
 	mu       sync.Mutex
 	tenants  map[string]*entry
-	keyFacts map[string]keyEntry     // by key id, under mu
-	carried  map[string]carriedEntry // by key id, under mu
+	keyFacts map[string]keyEntry       // by key id, under mu
+	carried  map[string]carriedEntry   // by key id, under mu
+	sessions map[string]*policy.Bounds // sessions' manifests by their text, under mu
 }
 
 // keyEntry is one key's cached facts.
@@ -133,7 +134,7 @@ type Loaded struct {
 // New returns the check over the tenants' sets, the key records (for
 // roles) and the session counters. o may be nil.
 func New(sets Policies, keys Keys, counter session.Counter, o *Options) *Check {
-	k := &Check{sets: sets, keys: keys, counter: counter, tenants: map[string]*entry{}, keyFacts: map[string]keyEntry{}, carried: map[string]carriedEntry{}}
+	k := &Check{sets: sets, keys: keys, counter: counter, tenants: map[string]*entry{}, keyFacts: map[string]keyEntry{}, carried: map[string]carriedEntry{}, sessions: map[string]*policy.Bounds{}}
 	if o != nil {
 		k.o = *o
 	}
@@ -227,12 +228,18 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 		return nil // not routed: an earlier stage answers
 	}
 	var step policy.Step
-	if jsonrpc.Member(c.Params, "_meta") != nil { // most calls have none: no decode
+	if meta := jsonrpc.Member(c.Params, "_meta"); meta != nil { // most calls have none: no decode
 		var err error
 		if step, err = policy.ParseStep(c.Params); err != nil {
 			return refusal.New(refusal.InvalidParams, `Invalid params: _meta["aegis/step"] is not a non-negative integer`)
 		}
+		if !c.NewSession && jsonrpc.Member(meta, policy.MetaManifest) != nil {
+			// Read only where a session opens: a later one would be
+			// silently ignored, and a client must not think it narrowed.
+			return refusal.New(refusal.InvalidParams, `Invalid params: _meta["`+policy.MetaManifest+`"] is only read on the request that opens a session`)
+		}
 	}
+	bounds = bounds.Narrow(k.sessionBounds(ctx, c))
 	req := Request(c, k.o.Now())
 	req.Session.Step = step
 	req.Bounds = bounds
@@ -370,7 +377,7 @@ func (k *Check) Visible(ctx context.Context, c *pipeline.Call, server *registry.
 		c.Roles = key.roles
 	}
 	tmpl := Request(c, k.o.Now())
-	tmpl.Bounds = key.bounds
+	tmpl.Bounds = key.bounds.Narrow(k.sessionBounds(ctx, c))
 	switch c.Method {
 	case "prompts/list":
 		return policy.VisibleAs(ctx, l.Decider, tmpl, policy.MethodPrompt, server.Name, strings.TrimPrefix(tool, route.KindPrompt+":"), nil)
@@ -463,6 +470,42 @@ func (k *Check) carriedBounds(ctx context.Context, tenant, keyID string, m *poli
 		}
 	}
 	k.carried[keyID] = carriedEntry{m: m, b: b}
+	k.mu.Unlock()
+	return b
+}
+
+// MaxSessionManifests bounds the cache of sessions' compiled manifests
+// (by their text, each at most policy.MaxSessionManifestBytes: at most
+// 8 MiB of text); past it the cache is emptied.
+const MaxSessionManifests = 1024
+
+// sessionBounds is the manifest c's session declared, compiled (nil:
+// none), cached by its text. The session stage validated it when the
+// session opened; one that no longer compiles grants nothing.
+func (k *Check) sessionBounds(ctx context.Context, c *pipeline.Call) *policy.Bounds {
+	text := c.Session.Manifest
+	if text == "" {
+		return nil
+	}
+	k.mu.Lock()
+	b, ok := k.sessions[text]
+	k.mu.Unlock()
+	if ok {
+		return b
+	}
+	m, err := policy.ParseManifest([]byte(text))
+	if err == nil {
+		b, err = policy.Merge(m)
+	}
+	if err != nil {
+		k.o.Logger.ErrorContext(ctx, "session manifest invalid; the session's calls are refused", "tenant", c.Tenant.ID, "err", err)
+		b, _ = policy.Merge(&policy.Manifest{Grants: map[string][]string{}})
+	}
+	k.mu.Lock()
+	if len(k.sessions) >= MaxSessionManifests {
+		clear(k.sessions)
+	}
+	k.sessions[text] = b
 	k.mu.Unlock()
 	return b
 }

@@ -22,6 +22,7 @@ func RunPolicy(t *testing.T, nb NewBackend) {
 	t.Run("keyroles", func(t *testing.T) { testKeyRoles(t, nb) })
 	t.Run("sessioncount", func(t *testing.T) { testSessionCount(t, nb) })
 	t.Run("sessionreserve", func(t *testing.T) { testSessionReserve(t, nb) })
+	t.Run("sessionmanifest", func(t *testing.T) { testSessionManifest(t, nb) })
 }
 
 func testPolicySet(t *testing.T, nb NewBackend) {
@@ -210,5 +211,31 @@ func testSessionReserve(t *testing.T, nb NewBackend) {
 	// No limit: every reserve is granted.
 	if before, ok, err := b.Reserve(c, "acme", "r1", 0); err != nil || !ok || before != limit {
 		t.Fatalf("Reserve(no limit) = %d, %v, %v", before, ok, err)
+	}
+}
+
+// testSessionManifest: a session's declared manifest is kept with its
+// record and comes back from Touch, through the counters' writes.
+func testSessionManifest(t *testing.T, nb NewBackend) {
+	b, c := nb(t, Options{}), ctx(t)
+	const m = `{"grants":{"tools/call":["mock/echo"]},"max_tool_calls":3}`
+	if err := b.Create(c, session.Record{ID: "m1", Tenant: "acme", Caller: "agent", Created: t0, LastSeen: t0, Manifest: m}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Create(c, session.Record{ID: "m2", Tenant: "acme", Caller: "agent", Created: t0, LastSeen: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Count(c, "acme", "m1", session.Use{At: t0, ToolCall: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Reserve(c, "acme", "m1", 3); err != nil {
+		t.Fatal(err)
+	}
+	l := session.Limits{Lifetime: time.Hour}
+	if got, err := b.Touch(c, "acme", "m1", t0, l); err != nil || got.Manifest != m || got.ToolCalls != 2 {
+		t.Fatalf("Touch = manifest %q calls %d, %v; want %q and 2", got.Manifest, got.ToolCalls, err, m)
+	}
+	if got, err := b.Touch(c, "acme", "m2", t0, l); err != nil || got.Manifest != "" {
+		t.Fatalf("Touch(no manifest) = %q, %v", got.Manifest, err)
 	}
 }
