@@ -121,3 +121,48 @@ func TestPolicySessionManifest(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyStatelessRequests: a stateless request (MCP 2026-07-28) has
+// no session: the session clocks do not apply to it, and a budget it
+// cannot be counted in refuses it (fail closed), in the list as in the
+// call; grants still apply.
+func TestPolicyStatelessRequests(t *testing.T) {
+	for _, st := range polStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			echo := &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}}
+
+			e := newPolEnv(t, st.new(t), registry.Tenant{}, "manifest: {max_lifetime_secs: 60, max_idle_secs: 30, grants: {tools/call: [\"mock-primary/echo\"]}}\n")
+			cs := connectVersion(t, e.URL+"/mcp", e.Key, "")
+			if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+				t.Fatalf("negotiated %s, want the stateless 2026-07-28", v)
+			}
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "echo" {
+				t.Fatalf("tools/list = %+v, %v; want echo (the grant), not hidden by a clock", tools, err)
+			}
+			for i := range 2 {
+				e.Clock.Advance(time.Hour)
+				if res, err := cs.CallTool(ctx, echo); err != nil || res.IsError {
+					t.Fatalf("echo %d, an hour on = %+v, %v; the clocks do not apply without a session", i, res, err)
+				}
+			}
+			_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "transfer", Arguments: map[string]any{"to": "a", "amount": 1}})
+			var we *jsonrpc.Error
+			if !errors.As(err, &we) || we.Code != -32005 {
+				t.Fatalf("transfer = %v; want -32005 grant", err)
+			}
+
+			e = newPolEnv(t, st.new(t), registry.Tenant{}, "manifest: {max_tool_calls: 5}\n")
+			cs = connectVersion(t, e.URL+"/mcp", e.Key, "")
+			if tools, err := cs.ListTools(ctx, nil); err != nil || len(tools.Tools) != 0 {
+				t.Fatalf("tools/list under max_tool_calls, no session = %+v, %v; want none", tools, err)
+			}
+			_, err = cs.CallTool(ctx, echo)
+			if !errors.As(err, &we) || we.Code != -32005 || !strings.Contains(string(we.Data), "tool_calls") {
+				t.Fatalf("echo under max_tool_calls, no session = %v; want -32005 tool_calls", err)
+			}
+		})
+	}
+}

@@ -244,10 +244,18 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 	req.Session.Step = step
 	req.Bounds = bounds
 	v := l.Decider.Decide(ctx, req)
-	if limit := l.Bounds.Narrow(bounds).MaxToolCalls(); limit > 0 && v.Forward() && req.Method == policy.MethodToolsCall && c.SessionID != "" {
-		var err error
-		if v, err = k.reserve(ctx, c, l, req, limit, res); err != nil {
-			return err
+	if limit := l.Bounds.Narrow(bounds).MaxToolCalls(); limit > 0 && v.Forward() && req.Method == policy.MethodToolsCall {
+		if c.SessionID == "" {
+			// No session to count in (a stateless request): a budget that
+			// cannot be counted does not bound, so the call is decided as
+			// if it were spent.
+			req.Session.ToolCalls = limit
+			v = l.Decider.Decide(ctx, req)
+		} else {
+			var err error
+			if v, err = k.reserve(ctx, c, l, req, limit, res); err != nil {
+				return err
+			}
 		}
 	}
 	c.PolicyRule, c.PolicyVerdict, c.PolicyAudit = v.Rule, VerdictWord(v), v.Audit
@@ -326,6 +334,11 @@ func Request(c *pipeline.Call, now time.Time) *policy.Request {
 		},
 		Now: now,
 	}
+	if c.SessionID == "" {
+		// A request with no session (stateless MCP) outlives nothing: the
+		// session clocks do not apply to it.
+		req.Session.Started, req.Session.LastAllowed = now, time.Time{}
+	}
 	if c.Server != nil {
 		req.Server = c.Server.Name
 	}
@@ -378,6 +391,9 @@ func (k *Check) Visible(ctx context.Context, c *pipeline.Call, server *registry.
 	}
 	tmpl := Request(c, k.o.Now())
 	tmpl.Bounds = key.bounds.Narrow(k.sessionBounds(ctx, c))
+	if limit := l.Bounds.Narrow(tmpl.Bounds).MaxToolCalls(); limit > 0 && c.SessionID == "" {
+		tmpl.Session.ToolCalls = limit // as decide: no session, no budget to call on
+	}
 	switch c.Method {
 	case "prompts/list":
 		return policy.VisibleAs(ctx, l.Decider, tmpl, policy.MethodPrompt, server.Name, strings.TrimPrefix(tool, route.KindPrompt+":"), nil)
