@@ -244,7 +244,10 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 	req.Session.Step = step
 	req.Bounds = bounds
 	v := l.Decider.Decide(ctx, req)
-	if limit := l.Bounds.Narrow(bounds).MaxToolCalls(); limit > 0 && v.Forward() && req.Method == policy.MethodToolsCall {
+	// A held call is reserved too: once approved, it is sent by this
+	// decision's pipeline run; until then the approval stage refuses it,
+	// and the unit is given back.
+	if limit := l.Bounds.Narrow(bounds).MaxToolCalls(); limit > 0 && !v.Refused() && req.Method == policy.MethodToolsCall {
 		if c.SessionID == "" {
 			// No session to count in (a stateless request): a budget that
 			// cannot be counted does not bound, so the call is decided as
@@ -279,7 +282,8 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 	return nil
 }
 
-// reserve reserves req, a tools/call the decider let through, against
+// reserve reserves req, a tools/call the decider let through (or held for
+// approval), against
 // limit in the session's record, and decides it again on the count the
 // reservation saw when that differs from the count read at the start of
 // the call (calls in flight together): at the limit the gate refuses it

@@ -316,3 +316,48 @@ func TestCarriedRoles(t *testing.T) {
 		t.Fatalf("roles from the record: %v rule %q, %d reads", err, c.PolicyRule, fs.keyReads)
 	}
 }
+
+// TestReservedToolCalls: a tools/call let through (or held for approval)
+// under max_tool_calls is reserved before it is sent and decided on the
+// reserved count; undo gives the unit back; a call refused by the policy
+// reserves nothing.
+func TestReservedToolCalls(t *testing.T) {
+	const set = "roles: {ops: {allow: [\"mock/*\"], approve: [\"mock/transfer\"], deny: [\"mock/rm\"]}}\nmanifest: {max_tool_calls: 2}\n"
+	fs := &fakeStore{sets: map[string]string{"acme": set}, keys: map[string]registry.Key{}}
+	k := policycheck.New(fs, fs, fs, nil)
+	ctx := context.Background()
+	run := func(tool string) (*pipeline.Call, func(), error) {
+		c := newCall("acme", tool)
+		c.Roles = []string{"ops"}
+		decide, undo := k.Prefetch(ctx, c)
+		return c, undo, decide()
+	}
+	c, undo, err := run("transfer")
+	if err != nil || !c.PolicyApproval || fs.reserved != 1 {
+		t.Fatalf("held transfer: %v approval %v, reserved %d; want held and 1 reserved", err, c.PolicyApproval, fs.reserved)
+	}
+	undo() // the approval stage refused it (pending)
+	if fs.reserved != 0 {
+		t.Fatalf("after undo: reserved %d, want 0", fs.reserved)
+	}
+	if _, _, err := run("rm"); wordOf(err) != refusal.PolicyDenied || fs.reserved != 0 {
+		t.Fatalf("rm: %v, reserved %d; want -32003 and nothing reserved", err, fs.reserved)
+	}
+	for i := range 2 {
+		if c, _, err := run("echo"); err != nil || c.PolicyRule == "" {
+			t.Fatalf("echo %d: %v", i, err)
+		}
+	}
+	c, undo, err = run("echo")
+	if wordOf(err) != refusal.CapabilityDenied || c.PolicyRule != "manifest:tool_calls" || fs.reserved != 2 {
+		t.Fatalf("third echo: %v rule %q, reserved %d; want -32005 tool_calls, 2 reserved", err, c.PolicyRule, fs.reserved)
+	}
+	undo() // a refusal that reserved nothing gives nothing back
+	if fs.reserved != 2 {
+		t.Fatalf("undo of an unreserved call released: reserved %d", fs.reserved)
+	}
+	c.Finish(audit.OutcomeRefused)
+	if len(fs.counts) != 0 {
+		t.Fatalf("counted %v; Finish was not called for the allowed ones", fs.counts)
+	}
+}
