@@ -554,6 +554,52 @@ func TestPolicyThroughTheSDK(t *testing.T) {
 					t.Fatalf("second call = %v; want -32005 reason tool_calls", err)
 				}
 			})
+			t.Run("manifest grant, steps, idle, lifetime", func(t *testing.T) {
+				e := newPolEnv(t, st.new(t), registry.Tenant{}, "manifest: {max_lifetime_secs: 300, max_idle_secs: 30, max_steps: 2, grants: {tools/call: [\"mock-primary/echo\"]}}\n")
+				cs := connect(t, e.URL+"/mcp", e.Key)
+				want := func(what string, err error, reason string) {
+					t.Helper()
+					var we *jsonrpc.Error
+					var d struct {
+						Reason string `json:"reason"`
+					}
+					if !errors.As(err, &we) || we.Code != -32005 || json.Unmarshal(we.Data, &d) != nil || d.Reason != reason {
+						t.Fatalf("%s = %v; want -32005 reason %s", what, err, reason)
+					}
+				}
+				if _, err := cs.CallTool(ctx, echo); err != nil {
+					t.Fatal(err)
+				}
+				_, err := cs.CallTool(ctx, transfer)
+				want("transfer", err, "grant")
+				_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}, Meta: mcp.Meta{"aegis/step": 2}})
+				want("echo at step 2", err, "steps")
+				for i := range 5 { // 100 s, never idle 30 s
+					e.Clock.Advance(20 * time.Second)
+					if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}, Meta: mcp.Meta{"aegis/step": i % 2}}); err != nil {
+						t.Fatalf("echo %d: %v", i, err)
+					}
+				}
+				e.Clock.Advance(30 * time.Second)
+				_, err = cs.CallTool(ctx, echo)
+				want("echo after 30 s idle", err, "idle")
+				cs = connect(t, e.URL+"/mcp", e.Key)
+				if _, err := cs.CallTool(ctx, echo); err != nil {
+					t.Fatal(err)
+				}
+				e.Clock.Advance(300 * time.Second)
+				_, err = cs.CallTool(ctx, echo)
+				want("echo 300 s into an idle session", err, "lifetime") // the lifetime first: the gate's order
+				cs = connect(t, e.URL+"/mcp", e.Key)
+				for i := range 15 {
+					if _, err := cs.CallTool(ctx, echo); err != nil {
+						t.Fatalf("echo %d: %v", i, err)
+					}
+					e.Clock.Advance(20 * time.Second)
+				}
+				_, err = cs.CallTool(ctx, echo)
+				want("echo 300 s into a busy session", err, "lifetime")
+			})
 			t.Run("isError shape", func(t *testing.T) {
 				e := newPolEnv(t, st.new(t), registry.Tenant{RefusalShape: registry.ShapeResult}, permitEcho)
 				res, err := connect(t, e.URL+"/mcp", e.Key).CallTool(ctx, transfer)
