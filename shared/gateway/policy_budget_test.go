@@ -65,3 +65,29 @@ func TestPolicyToolCallsBoundUnderConcurrency(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyToolCallsUncountable: when the reservation cannot be written
+// the call is refused (-32603, the policy stage fails closed) and sent
+// nowhere; once the store is back the budget is whole.
+func TestPolicyToolCallsUncountable(t *testing.T) {
+	for _, st := range polStores {
+		t.Run(st.name, func(t *testing.T) {
+			e := newPolEnv(t, st.new(t), registry.Tenant{}, "manifest: {max_tool_calls: 1}\n")
+			r, sid := e.invoke(t, e.Key, "", "echo", `{"message":5}`, "") // opens the session, spends nothing
+			if r.code() != -32602 {
+				t.Fatalf("opening call = %s", r.Raw)
+			}
+			e.B.ReserveDown.Store(true)
+			if r, _ := e.invoke(t, e.Key, sid, "echo", `{"message":"hi"}`, ""); r.code() != -32603 {
+				t.Fatalf("echo, counters unreachable = %s; want -32603", r.Raw)
+			}
+			e.B.ReserveDown.Store(false)
+			if r, _ := e.invoke(t, e.Key, sid, "echo", `{"message":"hi"}`, ""); r.Error != nil {
+				t.Fatalf("echo, store back = %s", r.Raw)
+			}
+			if r, _ := e.invoke(t, e.Key, sid, "echo", `{"message":"hi"}`, ""); r.code() != -32005 || r.reason() != "tool_calls" {
+				t.Fatalf("echo past the budget = %s; want -32005 tool_calls", r.Raw)
+			}
+		})
+	}
+}

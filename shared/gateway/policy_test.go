@@ -62,7 +62,15 @@ var polStores = []struct {
 // the store unreachable for the policy set only.
 type flakyPolicies struct {
 	backend.Backend
-	Down atomic.Bool
+	Down        atomic.Bool
+	ReserveDown atomic.Bool // the session counters unreachable for Reserve
+}
+
+func (f *flakyPolicies) Reserve(ctx context.Context, tenant, id string, limit int) (int, bool, error) {
+	if f.ReserveDown.Load() {
+		return 0, false, fmt.Errorf("session Reserve: %w", store.ErrUnavailable)
+	}
+	return f.Backend.Reserve(ctx, tenant, id, limit)
 }
 
 func (f *flakyPolicies) Policy(ctx context.Context, tenant string) (registry.Policy, error) {
