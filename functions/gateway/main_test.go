@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/aegis-gw/aegis/functions/internal/replay"
 	"github.com/aegis-gw/aegis/shared/approval"
@@ -66,7 +67,7 @@ const (
 // events/gateway appears here at least once.
 var steps = []struct {
 	event, golden string
-	before        func(h *harness, t *testing.T)
+	before, after func(h *harness, t *testing.T)
 }{
 	{event: "initialize"},
 	{event: "notification-initialized"},
@@ -80,6 +81,16 @@ var steps = []struct {
 	{event: "policy-tools-list"},
 	{event: "policy-denied"},
 	{event: "capability-denied"},
+	{event: "policy-echo-allowed"},
+	{event: "policy-denied-result"},
+	{event: "policy-audit-mode", after: (*harness).intendedDenyRecorded},
+	{event: "policy-not-loaded"},
+	{event: "policy-not-loaded", golden: "policy-not-loaded.recovered", before: (*harness).repairPolicy},
+	{event: "manifest-lifetime"},
+	{event: "manifest-idle"},
+	{event: "manifest-tool-calls", golden: "manifest-tool-calls.last"},
+	{event: "manifest-tool-calls", golden: "manifest-tool-calls.over"},
+	{event: "manifest-steps"},
 	{event: "unknown-tool"},
 	{event: "bad-session"},
 	{event: "rate-limited"},
@@ -99,9 +110,11 @@ var steps = []struct {
 }
 
 type harness struct {
-	st   *dynamo.Store
-	fn   *lambdatest.Function
-	last events.APIGatewayV2HTTPResponse
+	st     *dynamo.Store
+	db     *dynamodb.Client // the raw table, for an item no writer would store
+	tables dynamo.Tables
+	fn     *lambdatest.Function
+	last   events.APIGatewayV2HTTPResponse
 }
 
 // TestFunction runs the real bootstrap under aws-lambda-rie against
@@ -120,7 +133,7 @@ func testEvents(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { up.Close() })
-	h := &harness{st: db.Store(t, dynamo.Options{})}
+	h := &harness{st: db.Store(t, dynamo.Options{}), db: db.Client(t), tables: db.Tables}
 	h.seed(t, up.URL)
 
 	h.fn = lambdatest.Start(t, bin, &lambdatest.Options{
@@ -142,6 +155,9 @@ func testEvents(t *testing.T, bin string) {
 			posted[s.event] = true
 			got := replay.Normalize(t, h.last, replay.Stable{mcpSession, rlSession, delSession, traceID})
 			replay.Compare(t, goldenDir, golden, got, *update)
+			if s.after != nil {
+				s.after(h, t)
+			}
 		})
 	}
 	for _, name := range replay.Events(t, eventsDir) {
@@ -208,6 +224,7 @@ func (h *harness) seed(t *testing.T, upstreamURL string) {
 	must(h.st.PutTenant(ctx, registry.Tenant{ID: "guarded", Tier: registry.TierGrowth, Created: now}))
 	must(h.st.PutServer(ctx, registry.Server{Tenant: "guarded", Name: "crm", URL: upstreamURL, Created: now}))
 	must(h.st.PutPolicy(ctx, registry.Policy{Tenant: "guarded", Source: guardedPolicy, Updated: now}))
+	h.seedPolicies(t, upstreamURL, now)
 	for _, k := range []struct{ tenant, secret string }{{"acme", acmeKey}, {"capped", cappedKey}, {"dark", darkKey}, {"vault", vaultKey}, {"guarded", guardedKey}} {
 		rec, err := auth.KeyWithSecret(k.tenant, caller, k.secret, now)
 		must(err)

@@ -37,6 +37,7 @@ func TestBadSettingsNameTheVariable(t *testing.T) {
 		{"PII_ACTION", "delete"},
 		{"BILLING_ENFORCE", "yes"},
 		{"MAX_BODY_BYTES", "99999999999"},
+		{"POLICY_REFRESH_SECS", "0"},
 	} {
 		_, err := FromEnv(env(map[string]string{tc.name: tc.value}))
 		if err == nil || !strings.Contains(err.Error(), tc.name) {
@@ -49,6 +50,12 @@ func TestBadSettingsNameTheVariable(t *testing.T) {
 	s, err := FromEnv(env(map[string]string{"RATE_LIMIT_PER_TOOL": "0", "RATE_LIMIT_PER_KEY": "0", "SERVED_TENANTS": "a, b"}))
 	if err != nil || s.RateLimitPerTool != 0 || s.RateLimitPerKey != 0 || !s.Served("b") || s.Served("c") {
 		t.Fatalf("0 and lists: %+v %v", s, err)
+	}
+	if s.PolicyRefresh != 5*time.Second {
+		t.Errorf("POLICY_REFRESH_SECS default %v, want 5s", s.PolicyRefresh)
+	}
+	if s, err := FromEnv(env(map[string]string{"POLICY_REFRESH_SECS": "30"})); err != nil || s.PolicyRefresh != 30*time.Second {
+		t.Errorf("POLICY_REFRESH_SECS=30: %v, %v", s.PolicyRefresh, err)
 	}
 }
 

@@ -34,6 +34,7 @@ type Settings struct {
 	SessionIdle             time.Duration // SESSION_IDLE_SECS=1800
 	MaxBodyBytes            int64         // MAX_BODY_BYTES=1048576
 	KillSwitchRefresh       time.Duration // KILL_SWITCH_REFRESH_SECS=2 (bound on propagation is 2×)
+	PolicyRefresh           time.Duration // POLICY_REFRESH_SECS=5: how old a cached policy set (and key facts) may get
 	ServedTenants           []string      // SERVED_TENANTS, comma-separated; empty = every registered tenant
 	AllowedOrigins          []string      // ALLOWED_ORIGINS, comma-separated exact origins for browser clients
 	AuditRetention          time.Duration // AUDIT_RETENTION_DAYS=90
@@ -71,6 +72,7 @@ func Defaults() Settings {
 		SessionIdle:             30 * time.Minute,
 		MaxBodyBytes:            1 << 20,
 		KillSwitchRefresh:       2 * time.Second,
+		PolicyRefresh:           5 * time.Second,
 		AuditRetention:          90 * 24 * time.Hour,
 	}
 }
@@ -155,6 +157,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		}
 	}
 	secs("KILL_SWITCH_REFRESH_SECS", &s.KillSwitchRefresh, 1)
+	secs("POLICY_REFRESH_SECS", &s.PolicyRefresh, 1)
 	secs("FUNCTION_TIMEOUT_SECS", &s.FunctionTimeout, 1)
 	var days time.Duration
 	secs("AUDIT_RETENTION_DAYS", &days, 1)

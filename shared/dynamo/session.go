@@ -15,7 +15,7 @@ import (
 // Session item (state table), one per tenant and session id:
 //
 //	pk S#<tenant>#<id>  sk SESSION
-//	caller, protocol S; created, last_seen N (Unix nanoseconds);
+//	caller, protocol, caps, manifest S; created, last_seen N (Unix nanoseconds);
 //	up M (server name → upstream Mcp-Session-Id); ttl N
 //
 // Touch is one UpdateItem whose condition holds both session clocks and
@@ -37,6 +37,9 @@ func (s *Store) Create(ctx context.Context, r session.Record) error {
 	}
 	if r.Capabilities != "" {
 		it["caps"] = S(r.Capabilities)
+	}
+	if r.Manifest != "" {
+		it["manifest"] = S(r.Manifest)
 	}
 	it["created"], it["last_seen"] = N(r.Created.UnixNano()), N(r.LastSeen.UnixNano())
 	it["up"] = &types.AttributeValueMemberM{Value: up}
@@ -87,7 +90,8 @@ func (s *Store) Touch(ctx context.Context, tenant, id string, now time.Time, l s
 func sessionFromItem(it Item) session.Record {
 	r := session.Record{
 		ID: GetS(it, "id"), Tenant: GetS(it, "tenant"), Caller: GetS(it, "caller"), Protocol: GetS(it, "protocol"), Capabilities: GetS(it, "caps"),
-		Created: time.Unix(0, GetN(it, "created")).UTC(), LastSeen: time.Unix(0, GetN(it, "last_seen")).UTC(),
+		Manifest: GetS(it, "manifest"),
+		Created:  time.Unix(0, GetN(it, "created")).UTC(), LastSeen: time.Unix(0, GetN(it, "last_seen")).UTC(),
 	}
 	sessionCounters(it, &r) // sessioncount.go
 	if m, ok := it["up"].(*types.AttributeValueMemberM); ok && len(m.Value) > 0 {

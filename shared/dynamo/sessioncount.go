@@ -59,6 +59,74 @@ func (s *Store) Count(ctx context.Context, tenant, id string, u session.Use) err
 	return err
 }
 
+// Reserve implements session.Counter: one UpdateItem, ADD tool_calls 1 on
+// the condition that the session exists and holds fewer than limit; the
+// count before it is the updated value less one. When the condition
+// fails, a consistent read tells a missing session from one at its limit.
+func (s *Store) Reserve(ctx context.Context, tenant, id string, limit int) (int, bool, error) {
+	cond := "attribute_exists(pk)"
+	vals := map[string]types.AttributeValue{":one": N(1)}
+	if limit > 0 {
+		cond += " AND (attribute_not_exists(tool_calls) OR tool_calls < :max)"
+		vals[":max"] = N(int64(limit))
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.tables.State),
+		Key:                       sessionKey(tenant, id),
+		UpdateExpression:          aws.String("ADD tool_calls :one"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeValues: vals,
+		ReturnValues:              types.ReturnValueUpdatedNew,
+	})
+	err = mapErr("session Reserve", err)
+	switch {
+	case err == nil:
+		return int(GetN(out.Attributes, attrToolCalls)) - 1, true, nil
+	case !isConflict(err):
+		return 0, false, err
+	}
+	got, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:            aws.String(s.tables.State),
+		Key:                  sessionKey(tenant, id),
+		ConsistentRead:       aws.Bool(true),
+		ProjectionExpression: aws.String("pk, tool_calls"),
+	})
+	if err = mapErr("session Reserve", err); err != nil {
+		return 0, false, err
+	}
+	if len(got.Item) == 0 {
+		return 0, false, store.ErrNotFound
+	}
+	return int(GetN(got.Item, attrToolCalls)), false, nil
+}
+
+// Release implements session.Counter: ADD tool_calls -1 while it is above
+// zero. A session at zero is left as it is; a missing one is
+// store.ErrNotFound.
+func (s *Store) Release(ctx context.Context, tenant, id string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.tables.State),
+		Key:                       sessionKey(tenant, id),
+		UpdateExpression:          aws.String("ADD tool_calls :minus"),
+		ConditionExpression:       aws.String("attribute_exists(pk) AND tool_calls > :zero"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":minus": N(-1), ":zero": N(0)},
+	})
+	if err = mapErr("session Release", err); !isConflict(err) {
+		return err
+	}
+	got, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.tables.State), Key: sessionKey(tenant, id),
+		ConsistentRead: aws.Bool(true), ProjectionExpression: aws.String("pk"),
+	})
+	if err = mapErr("session Release", err); err != nil {
+		return err
+	}
+	if len(got.Item) == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}
+
 func (s *Store) count(ctx context.Context, tenant, id, update, cond string, vals map[string]types.AttributeValue) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.tables.State),

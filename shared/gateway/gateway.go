@@ -401,6 +401,8 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		Tenant:          tenant,
 		Caller:          key.Caller,
 		KeyID:           key.ID,
+		Roles:           rolesOf(key),
+		KeyManifest:     key.Manifest,
 		CorrelationID:   corr,
 		Method:          req.Method,
 		ID:              req.ID,
@@ -558,4 +560,13 @@ func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request, corr str
 // upstream.EndTimeout; failures are logged.
 func (g *Gateway) EndUpstream(r session.Record) {
 	g.up.EndSessions(context.Background(), g.reg, r.Tenant, r.Upstream, g.o.Logger)
+}
+
+// rolesOf is the roles key carries, never nil: the policy stage takes a
+// call's roles (and its key's manifest) as authentication verified them.
+func rolesOf(key registry.Key) []string {
+	if key.Roles == nil {
+		return []string{}
+	}
+	return key.Roles
 }

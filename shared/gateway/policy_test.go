@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -61,7 +62,15 @@ var polStores = []struct {
 // the store unreachable for the policy set only.
 type flakyPolicies struct {
 	backend.Backend
-	Down atomic.Bool
+	Down        atomic.Bool
+	ReserveDown atomic.Bool // the session counters unreachable for Reserve
+}
+
+func (f *flakyPolicies) Reserve(ctx context.Context, tenant, id string, limit int) (int, bool, error) {
+	if f.ReserveDown.Load() {
+		return 0, false, fmt.Errorf("session Reserve: %w", store.ErrUnavailable)
+	}
+	return f.Backend.Reserve(ctx, tenant, id, limit)
 }
 
 func (f *flakyPolicies) Policy(ctx context.Context, tenant string) (registry.Policy, error) {
@@ -80,7 +89,7 @@ type polEnv struct {
 	Key   string // acme-agent, no roles
 }
 
-func newPolEnv(t *testing.T, b backend.Backend, tenant registry.Tenant, set string) *polEnv {
+func newPolEnv(t *testing.T, b backend.Backend, tenant registry.Tenant, set string, settings ...func(*config.Settings)) *polEnv {
 	t.Helper()
 	ctx := context.Background()
 	e := &polEnv{B: &flakyPolicies{Backend: b}, Clock: testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))}
@@ -99,6 +108,9 @@ func newPolEnv(t *testing.T, b backend.Backend, tenant registry.Tenant, set stri
 	s := config.Defaults()
 	s.LocalMode = true
 	s.UpstreamTimeout = 10 * time.Second
+	for _, f := range settings {
+		f(&s)
+	}
 	gw, err := gateway.New(e.B, &gateway.Options{
 		Settings: s, Now: e.Clock.Now, StoreMargin: slowStoreMargin,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -137,7 +149,9 @@ func (e *polEnv) invoke(t *testing.T, key, sid, tool, args string, meta string) 
 	if meta != "" {
 		params += `,"_meta":` + meta
 	}
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + params + `}}`
+	// Each call its own id: calls in flight together in one session must
+	// not share one (the upstream refuses a duplicate in-flight id).
+	body := `{"jsonrpc":"2.0","id":` + strconv.FormatInt(invokeIDs.Add(1), 10) + `,"method":"tools/call","params":` + params + `}}`
 	req, _ := http.NewRequest(http.MethodPost, e.URL+"/v1/invoke", bytes.NewBufferString(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+key)
@@ -148,12 +162,23 @@ func (e *polEnv) invoke(t *testing.T, key, sid, tool, args string, meta string) 
 	return r, r.Header.Get("X-Session-ID")
 }
 
+var invokeIDs atomic.Int64
+
 // list is tools/list on /v1/invoke: the names listed.
 func (e *polEnv) list(t *testing.T, key string) []string {
+	t.Helper()
+	return e.listIn(t, key, "")
+}
+
+// listIn is list in session sid ("": a new one).
+func (e *polEnv) listIn(t *testing.T, key, sid string) []string {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, e.URL+"/v1/invoke", bytes.NewBufferString(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+key)
+	if sid != "" {
+		req.Header.Set("X-Session-ID", sid)
+	}
 	r := do(t, req)
 	var res struct {
 		Tools []struct {
@@ -537,6 +562,52 @@ func TestPolicyThroughTheSDK(t *testing.T) {
 					t.Fatalf("second call = %v; want -32005 reason tool_calls", err)
 				}
 			})
+			t.Run("manifest grant, steps, idle, lifetime", func(t *testing.T) {
+				e := newPolEnv(t, st.new(t), registry.Tenant{}, "manifest: {max_lifetime_secs: 300, max_idle_secs: 30, max_steps: 2, grants: {tools/call: [\"mock-primary/echo\"]}}\n")
+				cs := connect(t, e.URL+"/mcp", e.Key)
+				want := func(what string, err error, reason string) {
+					t.Helper()
+					var we *jsonrpc.Error
+					var d struct {
+						Reason string `json:"reason"`
+					}
+					if !errors.As(err, &we) || we.Code != -32005 || json.Unmarshal(we.Data, &d) != nil || d.Reason != reason {
+						t.Fatalf("%s = %v; want -32005 reason %s", what, err, reason)
+					}
+				}
+				if _, err := cs.CallTool(ctx, echo); err != nil {
+					t.Fatal(err)
+				}
+				_, err := cs.CallTool(ctx, transfer)
+				want("transfer", err, "grant")
+				_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}, Meta: mcp.Meta{"aegis/step": 2}})
+				want("echo at step 2", err, "steps")
+				for i := range 5 { // 100 s, never idle 30 s
+					e.Clock.Advance(20 * time.Second)
+					if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": "hi"}, Meta: mcp.Meta{"aegis/step": i % 2}}); err != nil {
+						t.Fatalf("echo %d: %v", i, err)
+					}
+				}
+				e.Clock.Advance(30 * time.Second)
+				_, err = cs.CallTool(ctx, echo)
+				want("echo after 30 s idle", err, "idle")
+				cs = connect(t, e.URL+"/mcp", e.Key)
+				if _, err := cs.CallTool(ctx, echo); err != nil {
+					t.Fatal(err)
+				}
+				e.Clock.Advance(300 * time.Second)
+				_, err = cs.CallTool(ctx, echo)
+				want("echo 300 s into an idle session", err, "lifetime") // the lifetime first: the gate's order
+				cs = connect(t, e.URL+"/mcp", e.Key)
+				for i := range 15 {
+					if _, err := cs.CallTool(ctx, echo); err != nil {
+						t.Fatalf("echo %d: %v", i, err)
+					}
+					e.Clock.Advance(20 * time.Second)
+				}
+				_, err = cs.CallTool(ctx, echo)
+				want("echo 300 s into a busy session", err, "lifetime")
+			})
 			t.Run("isError shape", func(t *testing.T) {
 				e := newPolEnv(t, st.new(t), registry.Tenant{RefusalShape: registry.ShapeResult}, permitEcho)
 				res, err := connect(t, e.URL+"/mcp", e.Key).CallTool(ctx, transfer)
@@ -569,5 +640,23 @@ func TestPolicyThroughTheSDK(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestPolicyRefreshSetting: POLICY_REFRESH_SECS is how long an instance
+// keeps a tenant's set before it reads it again.
+func TestPolicyRefreshSetting(t *testing.T) {
+	e := newPolEnv(t, memstore.New(), registry.Tenant{}, permitEcho, func(s *config.Settings) { s.PolicyRefresh = time.Minute })
+	if r, _ := e.invoke(t, e.Key, "", "transfer", transferArgs, ""); r.code() != -32003 {
+		t.Fatalf("transfer = %s; want -32003", r.Raw)
+	}
+	e.setPolicy(t, "{}")
+	e.Clock.Advance(30 * time.Second) // past the default 5 s, within the setting
+	if r, _ := e.invoke(t, e.Key, "", "transfer", transferArgs, ""); r.code() != -32003 {
+		t.Fatalf("transfer 30 s after the change = %s; want the cached set's -32003", r.Raw)
+	}
+	e.Clock.Advance(31 * time.Second)
+	if r, _ := e.invoke(t, e.Key, "", "transfer", transferArgs, ""); r.Error != nil {
+		t.Fatalf("transfer past POLICY_REFRESH_SECS = %s; want the new set (empty) to allow it", r.Raw)
 	}
 }

@@ -60,7 +60,7 @@ var stages = [...]stage{
 		return killswitch.New(g.b, g.o.Settings.KillSwitchRefresh, g.o.Now, g.o.Logger)
 	}},
 	{slot: pipeline.Policy, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
-		return policycheck.New(g.b, g.reg, g.b, &policycheck.Options{Now: g.o.Now, Logger: g.o.Logger})
+		return policycheck.New(g.b, g.reg, g.b, &policycheck.Options{Refresh: g.o.Settings.PolicyRefresh, Now: g.o.Now, Logger: g.o.Logger})
 	}},
 	{slot: pipeline.Content, scope: pipeline.ToolCall, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return g.content.check

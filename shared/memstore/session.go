@@ -52,7 +52,7 @@ type sessionEntry struct {
 const sessionOverhead = 320
 
 func sessionSize(key string, r session.Record) int {
-	n := sessionOverhead + len(key) + len(r.ID) + len(r.Tenant) + len(r.Caller) + len(r.Protocol)
+	n := sessionOverhead + len(key) + len(r.ID) + len(r.Tenant) + len(r.Caller) + len(r.Protocol) + len(r.Capabilities) + len(r.Manifest)
 	for k, v := range r.Upstream {
 		n += 64 + len(k) + len(v)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/policy"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/session"
@@ -58,10 +59,13 @@ type Call struct {
 	IdempotencyKey string
 	PolicyHash     string // hash of the policy set in force (audit)
 
-	// Roles are the roles the caller's API key carries (registry.Key.Roles).
-	// Nil: not known yet; the policy stage then reads them from the key
-	// record and sets them (non-nil, empty for none).
-	Roles []string
+	// Roles are the roles the caller's credential carries
+	// (registry.Key.Roles), and KeyManifest its manifest (nil: none), both
+	// set by authentication from the record it verified. Nil Roles: not
+	// known; the policy stage then reads both from the key record and
+	// sets Roles (non-nil, empty for none).
+	Roles       []string
+	KeyManifest *policy.Manifest
 	// What the policy stage decided (shared/policycheck). PolicyApproval:
 	// the policy requires a human's approval, and the approval stage holds
 	// the call as it does a tool with requires_approval. PolicyVerdict is

@@ -167,6 +167,16 @@ func (b *Bounds) Narrow(o *Bounds) *Bounds {
 	}
 }
 
+// MaxToolCalls is b's max_tool_calls (0: no limit). The caller reserves a
+// tools/call against it before sending the call (session.Counter.Reserve),
+// so that the limit holds for calls in flight together.
+func (b *Bounds) MaxToolCalls() int {
+	if b == nil {
+		return 0
+	}
+	return b.maxToolCalls
+}
+
 // minLimit is the smaller of two limits where 0 is "no limit".
 func minLimit[T int | time.Duration](a, b T) T {
 	switch {
@@ -248,6 +258,41 @@ func (b *Bounds) check(req *Request) string {
 		}
 	}
 	return ""
+}
+
+// MetaManifest is the _meta key a client declares its session's own
+// manifest under, on the request that opens the session: a Manifest as a
+// JSON object. It is merged with the tenant's and the key's (Merge), so it
+// can only narrow them.
+const MetaManifest = "aegis/manifest"
+
+// MaxSessionManifestBytes caps a session's declared manifest.
+const MaxSessionManifestBytes = 8 << 10
+
+// ParseManifest reads a manifest as JSON (a session's declared one): an
+// object with the fields of Manifest, no other, validated; at most
+// MaxSessionManifestBytes. Every error names what is wrong.
+func ParseManifest(raw []byte) (*Manifest, error) {
+	if len(raw) > MaxSessionManifestBytes {
+		return nil, fmt.Errorf("manifest: %d bytes, over %d", len(raw), MaxSessionManifestBytes)
+	}
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '{' {
+		return nil, errors.New("manifest: not a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(t))
+	dec.DisallowUnknownFields()
+	var m Manifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("manifest: more than one JSON value")
+	}
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &m, nil
 }
 
 // ErrBadStep is returned by ParseStep for a declared step that is not a

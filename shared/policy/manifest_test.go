@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,5 +228,25 @@ func TestCountTouchesOnlyWhatIsForwarded(t *testing.T) {
 	}
 	if s.ToolCalls != 2 || len(s.Steps) != 2 || !s.LastAllowed.Equal(t0.Add(89*time.Second)) {
 		t.Fatalf("session = %+v", s)
+	}
+}
+
+// TestParseManifest: a session's declared manifest is strict JSON,
+// validated and bounded; merged, it can only narrow.
+func TestParseManifest(t *testing.T) {
+	m, err := ParseManifest([]byte(`{"grants":{"tools/call":["mock/echo"]},"max_tool_calls":2}`))
+	if err != nil || m.MaxToolCalls != 2 || len(m.Grants["tools/call"]) != 1 {
+		t.Fatalf("ParseManifest = %+v, %v", m, err)
+	}
+	for _, bad := range []string{``, `[]`, `"x"`, `{"bogus":1}`, `{"max_steps":-1}`, `{"grants":{"tools/list":["*/*"]}}`, `{} {}`,
+		`{"grants":{"tools/call":["` + strings.Repeat("a", MaxSessionManifestBytes) + `"]}}`} {
+		if _, err := ParseManifest([]byte(bad)); err == nil {
+			t.Errorf("ParseManifest(%.40q) accepted", bad)
+		}
+	}
+	wide, _ := ParseManifest([]byte(`{"grants":{"tools/call":["*/*"]},"max_tool_calls":100}`))
+	b, err := Merge(&Manifest{MaxToolCalls: 3, Grants: map[string][]string{"tools/call": {"mock/echo"}}}, wide)
+	if err != nil || b.MaxToolCalls() != 3 {
+		t.Fatalf("merged max_tool_calls %d, %v; want the tenant's 3", b.MaxToolCalls(), err)
 	}
 }

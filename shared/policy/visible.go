@@ -20,10 +20,28 @@ import (
 // still be refused for its arguments; it is never hidden while callable.
 // tmpl is not changed.
 func Visible(ctx context.Context, d Decider, tmpl *Request, server, tool string, annotations json.RawMessage) bool {
+	return VisibleAs(ctx, d, tmpl, MethodToolsCall, server, tool, annotations)
+}
+
+// VisibleAs is Visible for the entry of a list whose read is method:
+// tools/call (tools/list: name is the tool), prompts/get (prompts/list:
+// the prompt's name) or resources/read (resources/list: the resource's
+// URI). The same decision as the read decides the entry, so an entry
+// hidden from the list cannot be read, and one that can be is listed.
+// annotations are a tool's; nil for the others.
+func VisibleAs(ctx context.Context, d Decider, tmpl *Request, method, server, name string, annotations json.RawMessage) bool {
 	req := *tmpl
-	req.Method = MethodToolsCall
-	req.Server, req.Tool, req.Annotations = server, tool, annotations
-	req.Prompt, req.ResourceURI = "", ""
+	req.Method = method
+	req.Server, req.Annotations = server, annotations
+	req.Tool, req.Prompt, req.ResourceURI = "", "", ""
+	switch method {
+	case MethodToolsCall:
+		req.Tool = name
+	case MethodPrompt:
+		req.Prompt = name
+	case MethodResource:
+		req.ResourceURI = name
+	}
 	req.Arguments = nil
 	req.Session.Step = Step{}
 	req.Listing = true

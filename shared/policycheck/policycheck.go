@@ -27,20 +27,25 @@
 // (pipeline.Call.PolicyRule, the audit record's policy_rule) and never put
 // in the refusal.
 //
-// Counting. For a call the whole pipeline allowed and the gateway
-// forwarded (no stage refused it, and it finished with any outcome but
-// refused: the pipeline's undo tells the rest) the check counts the
-// session's manifest counters in the store (session.Counter: the idle
-// clock, tool_calls, the declared step). Calls in flight together are
-// decided on the same counts, so concurrent calls may pass a budget by as
-// many as run at once.
+// Counting. A tools/call the decider lets through, in a session whose
+// bounds set max_tool_calls, is reserved against it in the store before
+// it is sent (session.Counter.Reserve, one conditional write), and decided
+// again on the count the reservation saw: so calls in flight together
+// never pass the limit. A call refused after its reservation (by a later
+// stage, or not sent) gives the unit back (the pipeline's undo). For a
+// call the whole pipeline allowed and the gateway forwarded (it finished
+// with any outcome but refused) the check then counts the session's other
+// manifest counters (session.Counter.Count: the idle clock, the declared
+// step, and the tools/call when it was not reserved).
 package policycheck
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +56,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/policy"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/route"
 	"github.com/aegis-gw/aegis/shared/session"
 	"github.com/aegis-gw/aegis/shared/store"
 )
@@ -65,9 +71,9 @@ const (
 	DefaultMaxTenants = 4096
 )
 
-// Keys is what the check reads a caller's key facts from: its roles (used
-// when the call does not carry them, pipeline.Call.Roles nil) and its
-// manifest.
+// Keys is what the check reads a caller's key facts from, its roles and
+// its manifest, when the call does not carry them (pipeline.Call.Roles
+// nil; the gateway's authentication sets Roles and KeyManifest).
 type Keys interface {
 	Key(ctx context.Context, id string) (registry.Key, error)
 }
@@ -94,7 +100,9 @@ type Check struct {
 
 	mu       sync.Mutex
 	tenants  map[string]*entry
-	keyFacts map[string]keyEntry // by key id, under mu
+	keyFacts map[string]keyEntry       // by key id, under mu
+	carried  map[string]carriedEntry   // by key id, under mu
+	sessions map[string]*policy.Bounds // sessions' manifests by their text, under mu
 }
 
 // keyEntry is one key's cached facts.
@@ -118,12 +126,15 @@ type Loaded struct {
 	Decider policy.Decider
 	Hash    string // policy.Hash of the set; "" while not loaded
 	Set     *policy.Set
+	// Bounds are the tenant's manifest compiled (nil: none), which the
+	// check reserves max_tool_calls against.
+	Bounds *policy.Bounds
 }
 
 // New returns the check over the tenants' sets, the key records (for
 // roles) and the session counters. o may be nil.
 func New(sets Policies, keys Keys, counter session.Counter, o *Options) *Check {
-	k := &Check{sets: sets, keys: keys, counter: counter, tenants: map[string]*entry{}, keyFacts: map[string]keyEntry{}}
+	k := &Check{sets: sets, keys: keys, counter: counter, tenants: map[string]*entry{}, keyFacts: map[string]keyEntry{}, carried: map[string]carriedEntry{}, sessions: map[string]*policy.Bounds{}}
 	if o != nil {
 		k.o = *o
 	}
@@ -161,26 +172,55 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	var l Loaded
 	var key keyFacts
 	tenant, keyID := c.Tenant.ID, c.KeyID
+	roles, manifest := c.Roles, c.KeyManifest
 	wait := c.Async(func() {
 		l = k.Load(ctx, tenant)
-		key = k.key(ctx, tenant, keyID)
+		if roles != nil {
+			key = keyFacts{roles: roles, bounds: k.carriedBounds(ctx, tenant, keyID, manifest)}
+		} else {
+			key = k.key(ctx, tenant, keyID)
+		}
 	})
-	// undone: a stage refused the call (this one or a later one, with a
-	// refusal or -32603), or it was finished as refused: it was not sent,
-	// and counts nothing.
-	undone := new(atomic.Bool)
+	res := &reservation{}
 	decide := func() error {
 		wait()
 		if c.Roles == nil {
 			c.Roles = key.roles
 		}
-		return k.decide(ctx, c, l, key.bounds, undone)
+		return k.decide(ctx, c, l, key.bounds, res)
 	}
-	return decide, func() { undone.Store(true) }
+	return decide, func() { k.undo(ctx, res) }
 }
 
-// decide puts c to l's decider and records the verdict on c.
-func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *policy.Bounds, undone *atomic.Bool) error {
+// reservation is what one call holds of its session's budgets: undone
+// when a stage refused the call (this one or a later one, with a refusal
+// or -32603) or it was finished as refused: it was not sent, and counts
+// nothing; reserved when a tools/call was reserved against
+// max_tool_calls (session.Counter.Reserve) for the session tenant/id.
+type reservation struct {
+	undone     atomic.Bool
+	reserved   atomic.Bool
+	tenant, id string // set before reserved
+}
+
+// undo marks the call not sent and gives back its reserved tools/call.
+func (k *Check) undo(ctx context.Context, r *reservation) {
+	if r.undone.Swap(true) || !r.reserved.Load() {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), countTimeout)
+	defer cancel()
+	if err := k.counter.Release(cctx, r.tenant, r.id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		// The unit stays spent: the session's budget errs on the strict side.
+		k.o.Logger.WarnContext(ctx, "reserved tool call not given back", "tenant", r.tenant, "err", err)
+	}
+}
+
+// decide puts c to l's decider and records the verdict on c. A tools/call
+// the decider lets through is reserved against the session's
+// max_tool_calls before it is sent (reserve), so that the limit holds for
+// calls in flight together.
+func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *policy.Bounds, res *reservation) error {
 	if l.Hash != "" {
 		c.PolicyHash = l.Hash
 	}
@@ -188,25 +228,48 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 		return nil // not routed: an earlier stage answers
 	}
 	var step policy.Step
-	if jsonrpc.Member(c.Params, "_meta") != nil { // most calls have none: no decode
+	if meta := jsonrpc.Member(c.Params, "_meta"); meta != nil { // most calls have none: no decode
 		var err error
 		if step, err = policy.ParseStep(c.Params); err != nil {
 			return refusal.New(refusal.InvalidParams, `Invalid params: _meta["aegis/step"] is not a non-negative integer`)
 		}
+		if !c.NewSession && jsonrpc.Member(meta, policy.MetaManifest) != nil {
+			// Read only where a session opens: a later one would be
+			// silently ignored, and a client must not think it narrowed.
+			return refusal.New(refusal.InvalidParams, `Invalid params: _meta["`+policy.MetaManifest+`"] is only read on the request that opens a session`)
+		}
 	}
+	bounds = bounds.Narrow(k.sessionBounds(ctx, c))
 	req := Request(c, k.o.Now())
 	req.Session.Step = step
 	req.Bounds = bounds
 	v := l.Decider.Decide(ctx, req)
+	// A held call is reserved too: once approved, it is sent by this
+	// decision's pipeline run; until then the approval stage refuses it,
+	// and the unit is given back.
+	if limit := l.Bounds.Narrow(bounds).MaxToolCalls(); limit > 0 && !v.Refused() && req.Method == policy.MethodToolsCall {
+		if c.SessionID == "" {
+			// No session to count in (a stateless request): a budget that
+			// cannot be counted does not bound, so the call is decided as
+			// if it were spent.
+			req.Session.ToolCalls = limit
+			v = l.Decider.Decide(ctx, req)
+		} else {
+			var err error
+			if v, err = k.reserve(ctx, c, l, req, limit, res); err != nil {
+				return err
+			}
+		}
+	}
 	c.PolicyRule, c.PolicyVerdict, c.PolicyAudit = v.Rule, VerdictWord(v), v.Audit
 	if v.Refused() {
 		return v.Refusal()
 	}
 	c.PolicyApproval = v.Held()
-	use := session.Use{At: req.Now, ToolCall: req.Method == policy.MethodToolsCall, Step: step.N, Declared: step.Declared}
+	use := session.Use{At: req.Now, ToolCall: req.Method == policy.MethodToolsCall && !res.reserved.Load(), Step: step.N, Declared: step.Declared}
 	tenant, id := c.Tenant.ID, c.SessionID
 	c.OnDoneAsync(func(o audit.Outcome) {
-		if o == audit.OutcomeRefused || undone.Load() || id == "" {
+		if o == audit.OutcomeRefused || res.undone.Load() || id == "" {
 			return // never sent: it spends nothing and keeps nothing alive
 		}
 		// Finish runs on the gateway's settling path, after the answer.
@@ -217,6 +280,32 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 		}
 	})
 	return nil
+}
+
+// reserve reserves req, a tools/call the decider let through (or held for
+// approval), against
+// limit in the session's record, and decides it again on the count the
+// reservation saw when that differs from the count read at the start of
+// the call (calls in flight together): at the limit the gate refuses it
+// (tool_calls), and a refused call gives its unit back (undo). A session
+// that is not in the store (its write failed, and the session stage let
+// the call on) has no record to count in: the call is decided on the
+// counts read. A store that cannot be reached is an error: the stage
+// fails closed, since a budget that cannot be counted does not bound.
+func (k *Check) reserve(ctx context.Context, c *pipeline.Call, l Loaded, req *policy.Request, limit int, res *reservation) (policy.Verdict, error) {
+	res.tenant, res.id = c.Tenant.ID, c.SessionID
+	before, ok, err := k.counter.Reserve(ctx, res.tenant, res.id, limit)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return l.Decider.Decide(ctx, req), nil
+	case err != nil:
+		return policy.Verdict{}, fmt.Errorf("policy: reserving the session's tool call: %w", err)
+	}
+	if ok {
+		res.reserved.Store(true)
+	}
+	req.Session.ToolCalls = before
+	return l.Decider.Decide(ctx, req), nil
 }
 
 // countTimeout bounds one counter write.
@@ -249,14 +338,34 @@ func Request(c *pipeline.Call, now time.Time) *policy.Request {
 		},
 		Now: now,
 	}
+	if c.SessionID == "" {
+		// A request with no session (stateless MCP) outlives nothing: the
+		// session clocks do not apply to it.
+		req.Session.Started, req.Session.LastAllowed = now, time.Time{}
+	}
 	if c.Server != nil {
 		req.Server = c.Server.Name
 	}
-	req.Tool = c.UpstreamTool
-	if req.Tool == "" {
-		req.Tool = c.Tool
+	switch c.Method {
+	case policy.MethodToolsCall:
+		req.Tool = c.UpstreamTool
+		if req.Tool == "" {
+			req.Tool = c.Tool
+		}
+		req.Annotations = annotations(c.ToolDef)
+	case policy.MethodPrompt:
+		req.Prompt = c.Target
+	case policy.MethodResource:
+		req.ResourceURI = c.Target
+	case policy.MethodCompletion:
+		// The ref names a prompt or a resource (template): route.Named's
+		// kind is on UpstreamTool.
+		if strings.HasPrefix(c.UpstreamTool, route.KindPrompt+":") {
+			req.Prompt = c.Target
+		} else {
+			req.ResourceURI = c.Target
+		}
 	}
-	req.Annotations = annotations(c.ToolDef)
 	req.Arguments = jsonrpc.Member(c.Params, "arguments")
 	return req
 }
@@ -277,12 +386,28 @@ func (k *Check) Visible(ctx context.Context, c *pipeline.Call, server *registry.
 	if l.Hash != "" {
 		c.PolicyHash = l.Hash
 	}
-	key := k.key(ctx, c.Tenant.ID, c.KeyID)
-	if c.Roles == nil {
+	var key keyFacts
+	if c.Roles != nil {
+		key = keyFacts{roles: c.Roles, bounds: k.carriedBounds(ctx, c.Tenant.ID, c.KeyID, c.KeyManifest)}
+	} else {
+		key = k.key(ctx, c.Tenant.ID, c.KeyID)
 		c.Roles = key.roles
 	}
 	tmpl := Request(c, k.o.Now())
-	tmpl.Bounds = key.bounds
+	tmpl.Bounds = key.bounds.Narrow(k.sessionBounds(ctx, c))
+	if limit := l.Bounds.Narrow(tmpl.Bounds).MaxToolCalls(); limit > 0 && c.SessionID == "" {
+		tmpl.Session.ToolCalls = limit // as decide: no session, no budget to call on
+	}
+	switch c.Method {
+	case "prompts/list":
+		return policy.VisibleAs(ctx, l.Decider, tmpl, policy.MethodPrompt, server.Name, strings.TrimPrefix(tool, route.KindPrompt+":"), nil)
+	case "resources/list":
+		return policy.VisibleAs(ctx, l.Decider, tmpl, policy.MethodResource, server.Name, strings.TrimPrefix(tool, route.KindResource+":"), nil)
+	case "resources/templates/list":
+		// A template names many URIs, not one: it is listed, and each
+		// read of a URI it expands to is decided on that URI.
+		return true
+	}
 	return policy.Visible(ctx, l.Decider, tmpl, server.Name, tool, annotations(c.ToolDef))
 }
 
@@ -339,17 +464,90 @@ func (k *Check) readKey(ctx context.Context, tenant, keyID string) (out keyFacts
 	if rec.Roles != nil {
 		out.roles = rec.Roles
 	}
-	if rec.Manifest != nil {
-		b, err := policy.Merge(rec.Manifest)
-		if err != nil {
-			// Writers validate a key's manifest; one that does not
-			// compile grants nothing.
-			k.o.Logger.ErrorContext(ctx, "key manifest invalid; the key's calls are refused", "tenant", tenant, "key", keyID, "err", err)
-			b, _ = policy.Merge(&policy.Manifest{Grants: map[string][]string{}})
-		}
-		out.bounds = b
-	}
+	out.bounds = k.keyBounds(ctx, tenant, keyID, rec.Manifest)
 	return out, true
+}
+
+// carriedBounds is keyBounds of the manifest a call carries, compiled
+// once per manifest value authentication hands out (the registry's cached
+// key record): the last one is kept per key, bounded like the key facts.
+func (k *Check) carriedBounds(ctx context.Context, tenant, keyID string, m *policy.Manifest) *policy.Bounds {
+	if m == nil {
+		return nil
+	}
+	k.mu.Lock()
+	e, ok := k.carried[keyID]
+	k.mu.Unlock()
+	if ok && e.m == m {
+		return e.b
+	}
+	b := k.keyBounds(ctx, tenant, keyID, m)
+	k.mu.Lock()
+	if len(k.carried) >= k.o.MaxTenants {
+		for id := range k.carried { // drop any one: it is compiled again
+			delete(k.carried, id)
+			break
+		}
+	}
+	k.carried[keyID] = carriedEntry{m: m, b: b}
+	k.mu.Unlock()
+	return b
+}
+
+// MaxSessionManifests bounds the cache of sessions' compiled manifests
+// (by their text, each at most policy.MaxSessionManifestBytes: at most
+// 8 MiB of text); past it the cache is emptied.
+const MaxSessionManifests = 1024
+
+// sessionBounds is the manifest c's session declared, compiled (nil:
+// none), cached by its text. The session stage validated it when the
+// session opened; one that no longer compiles grants nothing.
+func (k *Check) sessionBounds(ctx context.Context, c *pipeline.Call) *policy.Bounds {
+	text := c.Session.Manifest
+	if text == "" {
+		return nil
+	}
+	k.mu.Lock()
+	b, ok := k.sessions[text]
+	k.mu.Unlock()
+	if ok {
+		return b
+	}
+	m, err := policy.ParseManifest([]byte(text))
+	if err == nil {
+		b, err = policy.Merge(m)
+	}
+	if err != nil {
+		k.o.Logger.ErrorContext(ctx, "session manifest invalid; the session's calls are refused", "tenant", c.Tenant.ID, "err", err)
+		b, _ = policy.Merge(&policy.Manifest{Grants: map[string][]string{}})
+	}
+	k.mu.Lock()
+	if len(k.sessions) >= MaxSessionManifests {
+		clear(k.sessions)
+	}
+	k.sessions[text] = b
+	k.mu.Unlock()
+	return b
+}
+
+// carriedEntry is one key's carried manifest and its bounds.
+type carriedEntry struct {
+	m *policy.Manifest
+	b *policy.Bounds
+}
+
+// keyBounds is a key's manifest compiled (nil: none). Writers validate a
+// key's manifest; one that does not compile grants nothing.
+func (k *Check) keyBounds(ctx context.Context, tenant, keyID string, m *policy.Manifest) *policy.Bounds {
+	if m == nil {
+		return nil
+	}
+	b, err := policy.Merge(m)
+	if err != nil {
+		k.o.Logger.ErrorContext(ctx, "key manifest invalid; the key's calls are refused", "tenant", tenant, "key", keyID, "err", err)
+		b, _ = policy.Merge(&policy.Manifest{Grants: map[string][]string{}})
+	}
+	return b
 }
 
 // cachedHash is the hash of tenant's cached set, or "" when none is.
@@ -424,7 +622,11 @@ func Build(set *policy.Set) (Loaded, error) {
 	if err != nil {
 		return Loaded{}, err
 	}
-	return Loaded{Decider: d, Hash: h, Set: set}, nil
+	b, err := policy.Merge(set.Manifest)
+	if err != nil {
+		return Loaded{}, err
+	}
+	return Loaded{Decider: d, Hash: h, Set: set, Bounds: b}, nil
 }
 
 func (k *Check) retryAfterFailure() time.Duration {

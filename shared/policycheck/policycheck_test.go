@@ -28,6 +28,9 @@ type fakeStore struct {
 	down   bool
 	reads  int
 	counts []session.Use
+	// reserved is the tools/calls reserved against max_tool_calls.
+	reserved int
+	keyReads int
 }
 
 func (f *fakeStore) Policy(_ context.Context, tenant string) (registry.Policy, error) {
@@ -47,6 +50,7 @@ func (f *fakeStore) Policy(_ context.Context, tenant string) (registry.Policy, e
 func (f *fakeStore) Key(_ context.Context, id string) (registry.Key, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.keyReads++
 	k, ok := f.keys[id]
 	if !ok {
 		return registry.Key{}, store.ErrNotFound
@@ -58,6 +62,25 @@ func (f *fakeStore) Count(_ context.Context, _, _ string, u session.Use) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.counts = append(f.counts, u)
+	return nil
+}
+
+// Reserve and Release count in reserved; the stores' own contract tests
+// (storetest) hold them to the bound.
+func (f *fakeStore) Reserve(_ context.Context, _, _ string, limit int) (int, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.reserved >= limit {
+		return f.reserved, false, nil
+	}
+	f.reserved++
+	return f.reserved - 1, true, nil
+}
+
+func (f *fakeStore) Release(context.Context, string, string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reserved--
 	return nil
 }
 
@@ -264,5 +287,77 @@ func TestNotCountedWhenALaterStageFails(t *testing.T) {
 				t.Fatalf("counted %v, want %v", fs.counts, tc.counted)
 			}
 		})
+	}
+}
+
+// TestCarriedRoles: roles and a key manifest the call carries (set by
+// authentication) decide it without a read of the key record; a call
+// that carries none is decided by the record's.
+func TestCarriedRoles(t *testing.T) {
+	const set = "roles: {ops: {allow: [\"mock/*\"]}}\n"
+	fs := &fakeStore{sets: map[string]string{"acme": set}, keys: map[string]registry.Key{"k1": {ID: "k1", Tenant: "acme", Roles: []string{"reader"}}}}
+	k := policycheck.New(fs, fs, fs, nil)
+	ctx := context.Background()
+	c := newCall("acme", "echo")
+	c.Roles = []string{"ops"}
+	if err := k.Check(ctx, c); err != nil || c.PolicyRule != "role:ops allow mock/*" {
+		t.Fatalf("carried ops: %v rule %q", err, c.PolicyRule)
+	}
+	c = newCall("acme", "echo")
+	c.Roles, c.KeyManifest = []string{"ops"}, &policy.Manifest{Grants: map[string][]string{"tools/call": {"mock/other"}}}
+	if err := k.Check(ctx, c); wordOf(err) != refusal.CapabilityDenied {
+		t.Fatalf("carried manifest: %v; want -32005 grant", err)
+	}
+	if fs.keyReads != 0 {
+		t.Fatalf("the key record was read %d times for calls that carry their roles", fs.keyReads)
+	}
+	c = newCall("acme", "echo") // Roles nil: from the record (reader: no role allows)
+	if err := k.Check(ctx, c); wordOf(err) != refusal.PolicyDenied || c.PolicyRule != policy.RuleNoRole || fs.keyReads != 1 {
+		t.Fatalf("roles from the record: %v rule %q, %d reads", err, c.PolicyRule, fs.keyReads)
+	}
+}
+
+// TestReservedToolCalls: a tools/call let through (or held for approval)
+// under max_tool_calls is reserved before it is sent and decided on the
+// reserved count; undo gives the unit back; a call refused by the policy
+// reserves nothing.
+func TestReservedToolCalls(t *testing.T) {
+	const set = "roles: {ops: {allow: [\"mock/*\"], approve: [\"mock/transfer\"], deny: [\"mock/rm\"]}}\nmanifest: {max_tool_calls: 2}\n"
+	fs := &fakeStore{sets: map[string]string{"acme": set}, keys: map[string]registry.Key{}}
+	k := policycheck.New(fs, fs, fs, nil)
+	ctx := context.Background()
+	run := func(tool string) (*pipeline.Call, func(), error) {
+		c := newCall("acme", tool)
+		c.Roles = []string{"ops"}
+		decide, undo := k.Prefetch(ctx, c)
+		return c, undo, decide()
+	}
+	c, undo, err := run("transfer")
+	if err != nil || !c.PolicyApproval || fs.reserved != 1 {
+		t.Fatalf("held transfer: %v approval %v, reserved %d; want held and 1 reserved", err, c.PolicyApproval, fs.reserved)
+	}
+	undo() // the approval stage refused it (pending)
+	if fs.reserved != 0 {
+		t.Fatalf("after undo: reserved %d, want 0", fs.reserved)
+	}
+	if _, _, err := run("rm"); wordOf(err) != refusal.PolicyDenied || fs.reserved != 0 {
+		t.Fatalf("rm: %v, reserved %d; want -32003 and nothing reserved", err, fs.reserved)
+	}
+	for i := range 2 {
+		if c, _, err := run("echo"); err != nil || c.PolicyRule == "" {
+			t.Fatalf("echo %d: %v", i, err)
+		}
+	}
+	c, undo, err = run("echo")
+	if wordOf(err) != refusal.CapabilityDenied || c.PolicyRule != "manifest:tool_calls" || fs.reserved != 2 {
+		t.Fatalf("third echo: %v rule %q, reserved %d; want -32005 tool_calls, 2 reserved", err, c.PolicyRule, fs.reserved)
+	}
+	undo() // a refusal that reserved nothing gives nothing back
+	if fs.reserved != 2 {
+		t.Fatalf("undo of an unreserved call released: reserved %d", fs.reserved)
+	}
+	c.Finish(audit.OutcomeRefused)
+	if len(fs.counts) != 0 {
+		t.Fatalf("counted %v; Finish was not called for the allowed ones", fs.counts)
 	}
 }

@@ -29,8 +29,21 @@ type Use struct {
 // Steps when declared, new and fewer than MaxSteps are kept. The session
 // must exist (store.ErrNotFound otherwise). Concurrent Counts of one
 // session never lose an update.
+//
+// Reserve and Release make max_tool_calls a bound that holds under
+// concurrency: the policy stage reserves a tools/call before the call is
+// sent, and gives it back when the call is then not sent. Reserve adds
+// one to ToolCalls, in one conditional write, only while ToolCalls is
+// below limit (limit > 0), and returns the count before it with ok true;
+// at the limit it changes nothing and returns the count with ok false. Of
+// any number of concurrent Reserves of one session, at most limit minus
+// the count succeed. Release takes back one reserved call (never below
+// zero). Both return store.ErrNotFound when the session does not exist.
+// A call counted by Reserve is counted by Count with Use.ToolCall false.
 type Counter interface {
 	Count(ctx context.Context, tenant, id string, u Use) error
+	Reserve(ctx context.Context, tenant, id string, limit int) (before int, ok bool, err error)
+	Release(ctx context.Context, tenant, id string) error
 }
 
 // Counted is r with u applied, by Counter's rule; r is not changed. The

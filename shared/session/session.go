@@ -32,6 +32,12 @@ type Record struct {
 	// this session, so that an upstream asks the client only what it can
 	// answer (sampling, elicitation, roots).
 	Capabilities string `json:"capabilities,omitempty"`
+
+	// Manifest is the session's own manifest (policy.Manifest as JSON, at
+	// most policy.MaxSessionManifestBytes; "" when none), declared by the
+	// request that opened the session in _meta["aegis/manifest"]. It can
+	// only narrow the tenant's and the API key's (policy.Merge).
+	Manifest string `json:"manifest,omitempty"`
 }
 
 // MaxCapabilitiesBytes caps Record.Capabilities.

@@ -2,9 +2,11 @@
 package sessioncheck
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +16,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/policy"
 	"github.com/aegis-gw/aegis/shared/ratelimit"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/session"
@@ -144,6 +147,11 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 // ceiling refuses is deleted again.
 func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) func() error {
 	r := session.Record{ID: NewID(), Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
+	m, err := declaredManifest(c.Params)
+	if err != nil {
+		return func() error { return err }
+	}
+	r.Manifest = m
 	if c.Method == "initialize" {
 		if caps := jsonrpc.Member(c.Params, "capabilities"); len(caps) > 0 && caps[0] == '{' && len(caps) <= session.MaxCapabilitiesBytes {
 			r.Capabilities = string(caps)
@@ -158,7 +166,7 @@ func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) func(
 	end := now.UTC().Truncate(ratelimit.Window).Add(ratelimit.Window)
 	var (
 		counted         bool
-		countErr, err   error
+		countErr        error
 		created         bool
 		countWait, wait func()
 	)
@@ -198,6 +206,30 @@ func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) func(
 		}
 		return countErr // not counted: the stage fails open
 	}
+}
+
+// declaredManifest is the session manifest the request that opens a
+// session declares in _meta["aegis/manifest"] (policy.MetaManifest),
+// compacted; "" when it declares none. One that does not parse or
+// validate is -32602, and no session is opened.
+func declaredManifest(params json.RawMessage) (string, error) {
+	meta := jsonrpc.Member(params, "_meta")
+	if meta == nil {
+		return "", nil
+	}
+	raw := jsonrpc.Member(meta, policy.MetaManifest)
+	if raw == nil {
+		return "", nil
+	}
+	if _, err := policy.ParseManifest(raw); err != nil {
+		// The client's own text, back to it, bounded.
+		return "", refusal.New(refusal.InvalidParams, "Invalid params: _meta[\""+policy.MetaManifest+"\"]: "+audit.Cut(err.Error(), 256))
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return "", refusal.New(refusal.InvalidParams, "Invalid params: _meta[\""+policy.MetaManifest+"\"] is not JSON")
+	}
+	return b.String(), nil
 }
 
 // NewID returns a new session id: 128 random bits, hex.

@@ -21,6 +21,8 @@ func RunPolicy(t *testing.T, nb NewBackend) {
 	t.Run("policyset", func(t *testing.T) { testPolicySet(t, nb) })
 	t.Run("keyroles", func(t *testing.T) { testKeyRoles(t, nb) })
 	t.Run("sessioncount", func(t *testing.T) { testSessionCount(t, nb) })
+	t.Run("sessionreserve", func(t *testing.T) { testSessionReserve(t, nb) })
+	t.Run("sessionmanifest", func(t *testing.T) { testSessionManifest(t, nb) })
 }
 
 func testPolicySet(t *testing.T, nb NewBackend) {
@@ -135,5 +137,105 @@ func testSessionCount(t *testing.T, nb NewBackend) {
 	got, err = b.Touch(c, "acme", "s2", at, l)
 	if err != nil || got.ToolCalls != n || len(got.Steps) != 4 {
 		t.Fatalf("after %d concurrent counts = calls %d steps %v, %v; want %d and 4 steps", n, got.ToolCalls, got.Steps, err, n)
+	}
+}
+
+// testSessionReserve: Reserve is a bound under concurrency, Release gives
+// back, and both know a missing session.
+func testSessionReserve(t *testing.T, nb NewBackend) {
+	b, c := nb(t, Options{}), ctx(t)
+	if _, _, err := b.Reserve(c, "acme", "nope", 3); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Reserve(unknown session) err = %v, want ErrNotFound", err)
+	}
+	if err := b.Release(c, "acme", "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Release(unknown session) err = %v, want ErrNotFound", err)
+	}
+	if err := b.Create(c, session.Record{ID: "r1", Tenant: "acme", Caller: "agent", Created: t0, LastSeen: t0}); err != nil {
+		t.Fatal(err)
+	}
+	// Another tenant's session of the same id is not this one.
+	if _, _, err := b.Reserve(c, "beta", "r1", 3); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Reserve(other tenant) err = %v, want ErrNotFound", err)
+	}
+	if err := b.Release(c, "acme", "r1"); err != nil { // at zero: nothing to give back
+		t.Fatal(err)
+	}
+	const limit, callers = 5, 16
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var befores []int
+	for range callers {
+		wg.Go(func() {
+			before, ok, err := b.Reserve(c, "acme", "r1", limit)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if ok {
+				mu.Lock()
+				befores = append(befores, before)
+				mu.Unlock()
+			} else if before < limit {
+				t.Errorf("refused at %d, below the limit %d", before, limit)
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(befores)
+	if !slices.Equal(befores, []int{0, 1, 2, 3, 4}) {
+		t.Fatalf("%d concurrent Reserves under limit %d: the counts before the granted ones = %v, want [0 1 2 3 4]", callers, limit, befores)
+	}
+	l := session.Limits{Lifetime: time.Hour}
+	if got, err := b.Touch(c, "acme", "r1", t0, l); err != nil || got.ToolCalls != limit {
+		t.Fatalf("after the reserves: calls %d, %v; want %d", got.ToolCalls, err, limit)
+	}
+	// Two given back: two more fit, and then none.
+	for range 2 {
+		if err := b.Release(c, "acme", "r1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, want := range []bool{true, true, false} {
+		before, ok, err := b.Reserve(c, "acme", "r1", limit)
+		if err != nil || ok != want || before != limit-2+min(i, 2) {
+			t.Fatalf("reserve %d after two releases = %d, %v, %v; want ok %v", i, before, ok, err, want)
+		}
+	}
+	// A reserved call is counted once: Count without ToolCall keeps it.
+	if err := b.Count(c, "acme", "r1", session.Use{At: t0.Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Touch(c, "acme", "r1", t0, l); err != nil || got.ToolCalls != limit || !got.LastAllowed.Equal(t0.Add(time.Second)) {
+		t.Fatalf("after Count = calls %d last %v, %v; want %d", got.ToolCalls, got.LastAllowed, err, limit)
+	}
+	// No limit: every reserve is granted.
+	if before, ok, err := b.Reserve(c, "acme", "r1", 0); err != nil || !ok || before != limit {
+		t.Fatalf("Reserve(no limit) = %d, %v, %v", before, ok, err)
+	}
+}
+
+// testSessionManifest: a session's declared manifest is kept with its
+// record and comes back from Touch, through the counters' writes.
+func testSessionManifest(t *testing.T, nb NewBackend) {
+	b, c := nb(t, Options{}), ctx(t)
+	const m = `{"grants":{"tools/call":["mock/echo"]},"max_tool_calls":3}`
+	if err := b.Create(c, session.Record{ID: "m1", Tenant: "acme", Caller: "agent", Created: t0, LastSeen: t0, Manifest: m}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Create(c, session.Record{ID: "m2", Tenant: "acme", Caller: "agent", Created: t0, LastSeen: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Count(c, "acme", "m1", session.Use{At: t0, ToolCall: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Reserve(c, "acme", "m1", 3); err != nil {
+		t.Fatal(err)
+	}
+	l := session.Limits{Lifetime: time.Hour}
+	if got, err := b.Touch(c, "acme", "m1", t0, l); err != nil || got.Manifest != m || got.ToolCalls != 2 {
+		t.Fatalf("Touch = manifest %q calls %d, %v; want %q and 2", got.Manifest, got.ToolCalls, err, m)
+	}
+	if got, err := b.Touch(c, "acme", "m2", t0, l); err != nil || got.Manifest != "" {
+		t.Fatalf("Touch(no manifest) = %q, %v", got.Manifest, err)
 	}
 }

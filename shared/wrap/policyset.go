@@ -64,6 +64,15 @@ func parseSet(src []byte) (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
+	if set.Manifest != nil {
+		for method := range set.Manifest.Grants {
+			if method != policy.MethodToolsCall {
+				// wrap authors a refusal only for a tools/call (seed 000):
+				// a grant it could not enforce must not look enforced.
+				return nil, fmt.Errorf("manifest: grants: %q: wrap decides tools/call only; resources/read, prompts/get and completion/complete are relayed to the child undecided", method)
+			}
+		}
+	}
 	d, err := policy.Build(set)
 	if err != nil {
 		return nil, err

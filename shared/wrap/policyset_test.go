@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aegis-gw/aegis/shared/policy"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -117,6 +118,7 @@ func TestPolicySetParse(t *testing.T) {
 		{"mixed formats", "deny: [x]\nroles: {}\n", "either"},
 		{"cedar error names line and column", "cedar_policies: |\n  permit (principal action, resource);\n", "cedar_policies:1:"},
 		{"unknown set field", "roles: {}\nmanifesto: {}\n", "either"},
+		{"a grant wrap cannot enforce", "manifest: {grants: {tools/call: [\"local/*\"], resources/read: [\"local/*\"]}}\n", "wrap decides tools/call only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParsePolicy([]byte(tc.src))
@@ -131,5 +133,53 @@ func TestPolicySetParse(t *testing.T) {
 	}
 	if err := g.SetRoles([]string{"ops"}); err == nil {
 		t.Error("SetRoles on a glob policy: no error")
+	}
+}
+
+// TestPolicySetClocks: the manifest's clocks at wrap run from wrap's
+// start (the run is the session): max_lifetime_secs refuses every call
+// once the run is that old, and max_idle_secs once that long passed since
+// the last call the policy allowed (a refused call does not touch it).
+func TestPolicySetClocks(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name, src string
+		steps     []struct {
+			after time.Duration
+			tool  string
+			rule  string
+		}
+	}{
+		{"lifetime", "manifest: {max_lifetime_secs: 60}", []struct {
+			after time.Duration
+			tool  string
+			rule  string
+		}{{59 * time.Second, "echo", ""}, {time.Second, "echo", "manifest:lifetime"}}},
+		{"idle", `manifest: {max_idle_secs: 30, grants: {tools/call: ["local/echo"]}}`, []struct {
+			after time.Duration
+			tool  string
+			rule  string
+		}{
+			{20 * time.Second, "echo", ""}, {29 * time.Second, "echo", ""},
+			{20 * time.Second, "transfer", "manifest:grant"}, // refused: the idle clock is not touched
+			{10 * time.Second, "echo", "manifest:idle"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := at
+			p, err := ParsePolicy([]byte(tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.set.now = func() time.Time { return now }
+			p.set.session.Started = now
+			for i, s := range tc.steps {
+				now = now.Add(s.after)
+				d := p.set.decide(s.tool, []byte(`{"name":"`+s.tool+`","arguments":{}}`))
+				if d.Rule != s.rule || d.Refused != (s.rule != "") || (d.Refused && d.Word != refusal.CapabilityDenied) {
+					t.Fatalf("step %d (%s after %v): %+v; want rule %q", i, s.tool, s.after, d, s.rule)
+				}
+			}
+		})
 	}
 }
