@@ -69,6 +69,11 @@ type Options struct {
 	// UPSTREAM_TIMEOUT_SECS in the request's deadline (see ServeHTTP);
 	// 0: DefaultStoreMargin.
 	StoreMargin time.Duration
+	// ListenTimeout is how long a stream of notifications outside any
+	// request is held: a GET on /mcp, or a 2026-07-28
+	// subscriptions/listen (which then ends gracefully); 0:
+	// ListenTimeout. Clients open another.
+	ListenTimeout time.Duration
 }
 
 // Deadlines of a request (docs/upstream.md, "Deadlines"). A request's
@@ -210,8 +215,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(correlation.Header, corr)
 	path := r.URL.Path
 	timeout := g.o.Settings.UpstreamTimeout + g.o.StoreMargin
-	if r.Method == http.MethodGet {
-		timeout = ListenTimeout // a GET on /mcp is a stream (listen)
+	switch {
+	case r.Method == http.MethodGet:
+		timeout = g.listenTimeout() // a GET on /mcp is a stream (listen)
+	case r.Method == http.MethodPost && upstream.IsModern(r.Header.Get("MCP-Protocol-Version")) && r.Header.Get("Mcp-Method") == "subscriptions/listen":
+		// A stream too; mcpHeaders refuses a body whose method is another
+		// (-32020), so the header cannot buy a call a longer deadline.
+		timeout = g.listenTimeout() + g.o.StoreMargin
 	}
 	ctx, cancel := context.WithTimeoutCause(r.Context(), timeout, errRequestDeadline)
 	defer cancel()
@@ -466,6 +476,8 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, complete(c, json.RawMessage(`{}`))))
 	case "server/discover":
 		g.discover(w, c)
+	case "subscriptions/listen":
+		g.subscribe(ctx, w, ep, c)
 	case "resources/subscribe", "resources/unsubscribe":
 		g.relay(ctx, w, ep, c, []registry.Server{*c.Server})
 	case "logging/setLevel":

@@ -30,7 +30,7 @@ const ListenTimeout = 5 * time.Minute
 // deadline, which a streaming net/http connection supports and which
 // listen needs anyway (the server's WriteTimeout is sized for a call).
 func (g *Gateway) canStream(w http.ResponseWriter) bool {
-	err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(ListenTimeout + time.Minute))
+	err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(g.listenTimeout() + time.Minute))
 	return err == nil
 }
 
@@ -128,7 +128,7 @@ func (g *Gateway) follow(ctx context.Context, c *pipeline.Call, srv *registry.Se
 		done := make(chan struct{})
 		go func(sess upstream.Session) {
 			defer close(done)
-			err := g.up.Listen(lctx, srv, sess, func(msg []byte) {
+			err := g.up.Listen(lctx, srv, sess, nil, func(msg []byte) {
 				g.forgetOnChange(srv, msg)
 				g.relayEvent(c, srv, out, msg)
 			})
