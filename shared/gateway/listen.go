@@ -130,7 +130,7 @@ func (g *Gateway) follow(ctx context.Context, c *pipeline.Call, srv *registry.Se
 			defer close(done)
 			err := g.up.Listen(lctx, srv, sess, nil, func(msg []byte) {
 				g.forgetOnChange(srv, msg)
-				g.relayEvent(c, srv, out, msg)
+				g.relayEvent(c, srv, sess, out, msg)
 			})
 			if err != nil {
 				g.o.Logger.Warn("GET stream: upstream stream ended", "correlation_id", c.CorrelationID, "server", srv.Name, "err", err)

@@ -193,3 +193,44 @@ func listenHeaders(req *http.Request, key string) {
 	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
 	req.Header.Set("Mcp-Method", "subscriptions/listen")
 }
+
+// TestNoResumption: what the gateway does about Last-Event-ID, which
+// 2025-11-25 leaves optional and 2026-07-28 removed (docs/design/protocol.md,
+// "Resumption"): its events carry no id (a call streaming progress is
+// read raw), so a client has nothing to resume from; and a GET with
+// Last-Event-ID is a fresh stream, not an error.
+func TestNoResumption(t *testing.T) {
+	upstreamURL := mcptest.Conformance(t, false)
+	e := newEnv(t, func(_ *config.Settings, m *memstore.Store) {
+		must(t, m.PutServer(context.Background(), registry.Server{Tenant: "acme", Name: "everything", URL: upstreamURL}))
+	})
+	accept := []string{"Accept", "application/json, text/event-stream"}
+	init := e.post(t, "/mcp/everything", e.KeyA, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, accept...)
+	sid := init.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: %s", init.Raw)
+	}
+	r := e.post(t, "/mcp/everything", e.KeyA, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_tool_with_progress","arguments":{},"_meta":{"progressToken":"p"}}}`,
+		append(accept, "Mcp-Session-Id", sid)...)
+	if ct := r.Header.Get("Content-Type"); ct != "text/event-stream" || !strings.Contains(string(r.Raw), "notifications/progress") {
+		t.Fatalf("content type %q, body %s; want progress events", ct, r.Raw)
+	}
+	for _, line := range strings.Split(string(r.Raw), "\n") {
+		if strings.HasPrefix(line, "id:") {
+			t.Fatalf("an event carries an id (%q): resumption would have to be built", line)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.URL+"/mcp/everything", nil)
+	req.Header.Set("Authorization", "Bearer "+e.KeyA)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Last-Event-ID", "everything-42")
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET with Last-Event-ID: %d %q, want a fresh stream", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
