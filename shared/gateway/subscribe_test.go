@@ -234,3 +234,27 @@ func TestNoResumption(t *testing.T) {
 		t.Fatalf("GET with Last-Event-ID: %d %q, want a fresh stream", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }
+
+// TestSubscriptionsListenBuffered: behind a host that buffers the answer
+// (the Lambda adapter; here a recorder, which cannot hold a stream open
+// either), subscriptions/listen is acknowledged with nothing honoured and
+// its result follows at once, in the one body.
+func TestSubscriptionsListenBuffered(t *testing.T) {
+	e := newEnv(t)
+	body := `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"notifications":{"toolsListChanged":true}}}`
+	req := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+	listenHeaders(req, e.KeyA)
+	rec := httptest.NewRecorder()
+	e.Gateway.ServeHTTP(rec, req)
+	var data []string
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			data = append(data, d)
+		}
+	}
+	if len(data) != 2 ||
+		data[0] != `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":7},"notifications":{}}}` ||
+		!strings.Contains(data[1], `"id":7`) || !strings.Contains(data[1], `"resultType":"complete"`) {
+		t.Fatalf("status %d, body:\n%s\nwant the empty acknowledgment, then the result", rec.Code, rec.Body)
+	}
+}
