@@ -74,7 +74,14 @@ type Options struct {
 	// subscriptions/listen (which then ends gracefully); 0:
 	// ListenTimeout. Clients open another.
 	ListenTimeout time.Duration
+	// KeepAlive is how often such a stream gets an SSE comment while it
+	// is quiet, so that proxies (an ALB's or nginx's 60 s idle timeout)
+	// do not cut it; 0: DefaultKeepAlive.
+	KeepAlive time.Duration
 }
+
+// DefaultKeepAlive is Options.KeepAlive's default.
+const DefaultKeepAlive = 25 * time.Second
 
 // Deadlines of a request (docs/upstream.md, "Deadlines"). A request's
 // deadline is UPSTREAM_TIMEOUT_SECS + StoreMargin from its arrival: the

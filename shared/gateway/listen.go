@@ -95,6 +95,16 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, co
 	}
 	out := newStream(w)
 	out.Begin()
+	kctx, stopKeepAlive := context.WithCancel(ctx)
+	kdone := make(chan struct{})
+	go func() {
+		defer close(kdone)
+		g.keepAlive(kctx, out, g.listenTimeout())
+	}()
+	defer func() { // nothing writes once the handler has returned
+		stopKeepAlive()
+		<-kdone
+	}()
 	var wg sync.WaitGroup
 	for i := range servers {
 		srv := &servers[i]

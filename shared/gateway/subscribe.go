@@ -134,12 +134,7 @@ func (g *Gateway) subscribe(ctx context.Context, w http.ResponseWriter, ep endpo
 	}
 	ack(agreed)
 	close(start)
-	t := time.NewTimer(g.listenTimeout())
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	g.keepAlive(ctx, out, g.listenTimeout())
 	cancel()
 	wg.Wait()
 	if ctx.Err() == nil {
@@ -366,6 +361,29 @@ func (f filter) empty() bool { return !f.Tools && !f.Prompts && !f.Resources && 
 func notification(method string, params json.RawMessage) []byte {
 	m, _ := json.Marshal(method)
 	return []byte(`{"jsonrpc":"2.0","method":` + string(m) + `,"params":` + string(params) + `}`)
+}
+
+// keepAlive writes a keep-alive comment on out every Options.KeepAlive
+// until ctx ends or d has passed.
+func (g *Gateway) keepAlive(ctx context.Context, out *stream, d time.Duration) {
+	every := g.o.KeepAlive
+	if every <= 0 {
+		every = DefaultKeepAlive
+	}
+	end := time.NewTimer(d)
+	defer end.Stop()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-end.C:
+			return
+		case <-tick.C:
+			out.KeepAlive()
+		}
+	}
 }
 
 // listenTimeout is how long a GET stream or a subscriptions/listen is held

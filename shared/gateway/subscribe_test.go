@@ -89,8 +89,9 @@ func TestSubscriptionsListen(t *testing.T) {
 // client gave it, and not the one that routes nowhere); every message
 // carries the request's id as its subscriptionId; the updates name the
 // resource as the client did ("everything.test://watched-resource" in the
-// aggregate); and at the end of ListenTimeout the stream ends with the
-// request's result, resultType complete. A 2025 session gets -32601 for
+// aggregate); a quiet stream gets keep-alive comments; and at the end of
+// ListenTimeout the stream ends with the request's result, resultType
+// complete. A 2025 session gets -32601 for
 // the method, and a filter that is not an object -32602.
 func TestSubscriptionsListenWire(t *testing.T) {
 	upstreamURL := mcptest.Conformance(t, true)
@@ -100,7 +101,7 @@ func TestSubscriptionsListenWire(t *testing.T) {
 		// names them SERVER.URI.
 		must(t, m.PutServer(context.Background(), registry.Server{Tenant: "acme", Name: "twin", URL: upstreamURL}))
 	})
-	g, err := gateway.New(e.Store, &gateway.Options{Settings: e.Settings, Now: e.Clock.Now, ListenTimeout: 4 * time.Second})
+	g, err := gateway.New(e.Store, &gateway.Options{Settings: e.Settings, Now: e.Clock.Now, ListenTimeout: 4 * time.Second, KeepAlive: time.Second})
 	must(t, err)
 	srv := httptest.NewServer(g)
 	defer srv.Close()
@@ -116,13 +117,20 @@ func TestSubscriptionsListenWire(t *testing.T) {
 		t.Fatalf("status %d, content type %q", resp.StatusCode, ct)
 	}
 	var msgs []map[string]json.RawMessage
+	keepAlives := 0
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
+		if sc.Text() == ":" {
+			keepAlives++
+		}
 		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
 			var m map[string]json.RawMessage
 			must(t, json.Unmarshal([]byte(d), &m))
 			msgs = append(msgs, m)
 		}
+	}
+	if keepAlives == 0 {
+		t.Error("no keep-alive comment in 4 s with KeepAlive 1 s")
 	}
 	if len(msgs) < 3 {
 		t.Fatalf("%d messages, want the acknowledgment, an update (every 3 s) and the end", len(msgs))
@@ -159,6 +167,30 @@ func TestSubscriptionsListenWire(t *testing.T) {
 	if string(last["id"]) != `"L1"` || !strings.Contains(string(last["result"]), `"resultType":"complete"`) || !strings.Contains(string(last["result"]), `"io.modelcontextprotocol/subscriptionId":"L1"`) {
 		t.Fatalf("last message %v, want the graceful end", last)
 	}
+
+	// A 2025 session's GET stream gets the keep-alive comments too.
+	t.Run("GET keep-alive", func(t *testing.T) {
+		ireq, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		ireq.Header.Set("Authorization", "Bearer "+e.KeyA)
+		ireq.Header.Set("Accept", "application/json, text/event-stream")
+		ir := do(t, ireq)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/mcp", nil)
+		req.Header.Set("Authorization", "Bearer "+e.KeyA)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", ir.Header.Get("Mcp-Session-Id"))
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if sc.Text() == ":" {
+				return
+			}
+		}
+		t.Fatalf("GET stream (status %d) ended without a keep-alive comment: %v", resp.StatusCode, sc.Err())
+	})
 
 	// A 2025 session has no such method; a filter must be an object.
 	for _, tc := range []struct {
