@@ -421,37 +421,72 @@ func (g *Gateway) exchange(c *pipeline.Call, srv *registry.Server, ep endpoint, 
 	}
 	if ep.out != nil {
 		out := ep.out
-		ex.OnEvent = func(msg []byte) { g.relayEvent(c, srv, out, msg) }
+		// ex.Session is the upstream session the exchange is on when the
+		// event comes (Call sets it before it sends).
+		ex.OnEvent = func(msg []byte) { g.relayEvent(c, srv, ex.Session, out, msg) }
 	}
 	return ex, settle
 }
 
-// relayEvent sends one message of srv's event stream to the client's
-// stream. A request of the server to the client (it has a method and an
-// id: sampling/createMessage, elicitation/create, roots/list) is audited
-// like a request of the client, with its method, the server, and the
-// outcome allowed when it reached the client's stream, error when the
-// answer had already been sent; the client's answer is audited too
-// (clientAnswer, method "response").
-func (g *Gateway) relayEvent(c *pipeline.Call, srv *registry.Server, out *stream, msg []byte) {
+// relayEvent sends one message of srv's event stream (on the upstream
+// session sess) to the client's stream. A request of the server to the
+// client (it has a method and an id: sampling/createMessage,
+// elicitation/create, roots/list) is a relayed message (pipeline.Relayed):
+// it runs the stages of that scope first (session, rate limit, route),
+// counted in the session's and key's windows and in its own
+// "client:METHOD" window of srv. Refused, it is not relayed: srv gets the
+// refusal as the client's answer, so a server that floods the client is
+// held to the rate limit and told so. It is audited with its method, the
+// server and "client:METHOD" as its tool: refused, allowed when it reached
+// the client's stream, or error when the answer had already been sent.
+// The client's answer is counted and audited too (clientAnswer, method
+// "response").
+func (g *Gateway) relayEvent(c *pipeline.Call, srv *registry.Server, sess upstream.Session, out *stream, msg []byte) {
 	relayed := relayMessage(srv.Name, msg)
-	sent := out.Event(relayed)
 	method, _ := jsonrpc.StringMember(msg, "method")
-	if id := jsonrpc.Member(msg, "id"); method == "" || id == nil || string(id) == "null" {
+	upID := jsonrpc.Member(msg, "id")
+	if method == "" || upID == nil || string(upID) == "null" {
+		out.Event(relayed)
 		return
 	}
 	rec := &pipeline.Call{
 		Tenant: c.Tenant, Caller: c.Caller, KeyID: c.KeyID, CorrelationID: c.CorrelationID,
 		Method: method, ID: jsonrpc.Member(relayed, "id"), Start: g.o.Now(), SessionID: c.SessionID,
-		PolicyHash: c.PolicyHash, Server: srv,
-	}
-	outcome, code := audit.OutcomeAllowed, 0
-	if !sent {
-		outcome, code = audit.OutcomeError, int(refusal.CodeInternal)
+		PolicyHash: c.PolicyHash, Inline: c.Inline, MCP: true, Stateless: c.Stateless,
+		Relayed: true, Server: srv, Tool: clientTarget(method), UpstreamTool: clientTarget(method),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), SettleTimeout)
 	defer cancel()
+	if err := g.pipe.Run(ctx, rec); err != nil {
+		ref := refusal.Internal(c.CorrelationID)
+		_ = errors.As(err, &ref)
+		g.answerUpstream(ctx, rec, sess, upID, ref)
+		outcome := audit.OutcomeRefused
+		if ref.Word == refusal.InternalError {
+			outcome = audit.OutcomeError
+		}
+		g.audit(ctx, rec, outcome, int(ref.Code), string(ref.Word), "server-to-client request not relayed")
+		return
+	}
+	outcome, code := audit.OutcomeAllowed, 0
+	if !out.Event(relayed) {
+		outcome, code = audit.OutcomeError, int(refusal.CodeInternal)
+	}
 	g.audit(ctx, rec, outcome, code, "", "server-to-client request")
+}
+
+// clientTarget is what a relayed message is called in rate windows and
+// in the audit trail: "client:" and the method of a server's request to
+// the client, or "client:response" for the client's answer.
+func clientTarget(method string) string { return route.Named("client", method) }
+
+// answerUpstream answers the request upID of rec.Server, on its upstream
+// session sess, with ref in the client's place.
+func (g *Gateway) answerUpstream(ctx context.Context, rec *pipeline.Call, sess upstream.Session, upID json.RawMessage, ref *refusal.Refusal) {
+	_, _, err := g.up.Send(ctx, &upstream.Exchange{Server: rec.Server, Session: sess, Body: refusal.Frame(upID, ref, refusal.LayerGateway)})
+	if err != nil {
+		g.o.Logger.Warn("refusal of a server-to-client request not delivered upstream", "correlation_id", rec.CorrelationID, "tenant", rec.Tenant.ID, "server", rec.Server.Name, "err", err)
+	}
 }
 
 // asksClient reports whether client capabilities caps let a server send

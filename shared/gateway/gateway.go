@@ -69,7 +69,19 @@ type Options struct {
 	// UPSTREAM_TIMEOUT_SECS in the request's deadline (see ServeHTTP);
 	// 0: DefaultStoreMargin.
 	StoreMargin time.Duration
+	// ListenTimeout is how long a stream of notifications outside any
+	// request is held: a GET on /mcp, or a 2026-07-28
+	// subscriptions/listen (which then ends gracefully); 0:
+	// ListenTimeout. Clients open another.
+	ListenTimeout time.Duration
+	// KeepAlive is how often such a stream gets an SSE comment while it
+	// is quiet, so that proxies (an ALB's or nginx's 60 s idle timeout)
+	// do not cut it; 0: DefaultKeepAlive.
+	KeepAlive time.Duration
 }
+
+// DefaultKeepAlive is Options.KeepAlive's default.
+const DefaultKeepAlive = 25 * time.Second
 
 // Deadlines of a request (docs/upstream.md, "Deadlines"). A request's
 // deadline is UPSTREAM_TIMEOUT_SECS + StoreMargin from its arrival: the
@@ -210,8 +222,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(correlation.Header, corr)
 	path := r.URL.Path
 	timeout := g.o.Settings.UpstreamTimeout + g.o.StoreMargin
-	if r.Method == http.MethodGet {
-		timeout = ListenTimeout // a GET on /mcp is a stream (listen)
+	switch {
+	case r.Method == http.MethodGet:
+		timeout = g.listenTimeout() // a GET on /mcp is a stream (listen)
+	case r.Method == http.MethodPost && upstream.IsModern(r.Header.Get("MCP-Protocol-Version")) && r.Header.Get("Mcp-Method") == "subscriptions/listen":
+		// A stream too; mcpHeaders refuses a body whose method is another
+		// (-32020), so the header cannot buy a call a longer deadline.
+		timeout = g.listenTimeout() + g.o.StoreMargin
 	}
 	ctx, cancel := context.WithTimeoutCause(r.Context(), timeout, errRequestDeadline)
 	defer cancel()
@@ -468,6 +485,8 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, complete(c, json.RawMessage(`{}`))))
 	case "server/discover":
 		g.discover(w, c)
+	case "subscriptions/listen":
+		g.subscribe(ctx, w, ep, c)
 	case "resources/subscribe", "resources/unsubscribe":
 		g.relay(ctx, w, ep, c, []registry.Server{*c.Server})
 	case "logging/setLevel":

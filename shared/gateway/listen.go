@@ -30,7 +30,7 @@ const ListenTimeout = 5 * time.Minute
 // deadline, which a streaming net/http connection supports and which
 // listen needs anyway (the server's WriteTimeout is sized for a call).
 func (g *Gateway) canStream(w http.ResponseWriter) bool {
-	err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(ListenTimeout + time.Minute))
+	err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(g.listenTimeout() + time.Minute))
 	return err == nil
 }
 
@@ -95,6 +95,16 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, co
 	}
 	out := newStream(w)
 	out.Begin()
+	kctx, stopKeepAlive := context.WithCancel(ctx)
+	kdone := make(chan struct{})
+	go func() {
+		defer close(kdone)
+		g.keepAlive(kctx, out, g.listenTimeout())
+	}()
+	defer func() { // nothing writes once the handler has returned
+		stopKeepAlive()
+		<-kdone
+	}()
 	var wg sync.WaitGroup
 	for i := range servers {
 		srv := &servers[i]
@@ -128,9 +138,9 @@ func (g *Gateway) follow(ctx context.Context, c *pipeline.Call, srv *registry.Se
 		done := make(chan struct{})
 		go func(sess upstream.Session) {
 			defer close(done)
-			err := g.up.Listen(lctx, srv, sess, func(msg []byte) {
+			err := g.up.Listen(lctx, srv, sess, nil, func(msg []byte) {
 				g.forgetOnChange(srv, msg)
-				g.relayEvent(c, srv, out, msg)
+				g.relayEvent(c, srv, sess, out, msg)
 			})
 			if err != nil {
 				g.o.Logger.Warn("GET stream: upstream stream ended", "correlation_id", c.CorrelationID, "server", srv.Name, "err", err)

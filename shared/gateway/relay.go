@@ -87,26 +87,20 @@ func (g *Gateway) relay(ctx context.Context, w http.ResponseWriter, ep endpoint,
 // back to that upstream: the answer's id names the server (relayID), the
 // upstream session is the gateway session's (Mcp-Session-Id), and the
 // upstream gets the answer with its own id. It is answered 202, as the
-// transport answers a response; an answer whose session is unknown is
-// 404, and one whose id names no server of the tenant's, 400, each with
-// an {"error": ...} body. It is
-// audited with the method "response" and the server it went to.
+// transport answers a response; an answer whose id names no server of the
+// tenant's is 400, and one whose session is unknown 404, each with an
+// {"error": ...} body. The answer is a relayed message
+// (pipeline.Relayed): it runs the stages of that scope (session, rate
+// limit, route), counted in the session's and key's windows and in the
+// "client:response" window of its server. Over the limit it is 429 and
+// not carried: the upstream gets the -32004 in its place, so it stops
+// waiting. It is audited with the method "response" and the server.
 func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, key registry.Key, tenant registry.Tenant, corr string, body []byte, resp jsonrpc.Response) {
 	c := &pipeline.Call{
 		Tenant: tenant, Caller: key.Caller, KeyID: key.ID, CorrelationID: corr,
 		Method: "response", ID: resp.ID, Start: g.o.Now(), PolicyHash: audit.PolicyHashNone,
 		Inline: g.b.InProcess(), MCP: true, SessionID: r.Header.Get("Mcp-Session-Id"),
-	}
-	if err := g.pipe.RunUntil(ctx, c, pipeline.Params); err != nil {
-		var ref *refusal.Refusal
-		if errors.As(err, &ref) && ref.Word == refusal.SessionError {
-			writeJSON(w, http.StatusNotFound, `{"error":"unknown session"}`)
-			return
-		}
-		if errors.As(err, &ref) && ref.Code == refusal.CodeInvalidRequest {
-			writeJSON(w, http.StatusBadRequest, `{"error":"Mcp-Session-Id header is required"}`)
-			return
-		}
+		Relayed: true, Tool: clientTarget("response"), UpstreamTool: clientTarget("response"),
 	}
 	name, upID, ok := unrelayID(resp.ID)
 	if !ok || (ep.server != "" && name != ep.server) {
@@ -119,9 +113,37 @@ func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *ht
 		return
 	}
 	c.Server = &servers[0]
+	st := &settler{parent: ctx}
+	defer st.stop()
+	err = g.pipe.Run(ctx, c)
+	var ref *refusal.Refusal
+	switch {
+	case errors.As(err, &ref) && ref.Word == refusal.SessionError:
+		writeJSON(w, http.StatusNotFound, `{"error":"unknown session"}`)
+		return
+	case errors.As(err, &ref) && ref.Code == refusal.CodeInvalidRequest:
+		writeJSON(w, http.StatusBadRequest, `{"error":"Mcp-Session-Id header is required"}`)
+		return
+	}
 	sess, ok := upstream.DecodeSession(c.Session.Upstream[name])
 	if !ok {
 		writeJSON(w, http.StatusNotFound, `{"error":"no upstream session of this session for the server the response names"}`)
+		return
+	}
+	if err != nil {
+		// Refused (the rate limit): the upstream gets the refusal instead
+		// of the answer.
+		if ref == nil {
+			ref = refusal.Internal(corr)
+		}
+		g.answerUpstream(context.WithoutCancel(ctx), c, sess, upID, ref)
+		outcome, status := audit.OutcomeRefused, http.StatusTooManyRequests
+		if ref.Code != refusal.CodeRateLimited {
+			outcome, status = audit.OutcomeError, http.StatusServiceUnavailable
+		}
+		g.audit(st.ctx(), c, outcome, int(ref.Code), string(ref.Word), "client answer not carried")
+		b, _ := json.Marshal(map[string]string{"error": ref.Message})
+		writeFrame(w, status, b)
 		return
 	}
 	msg := jsonrpc.Edit(json.RawMessage(body), "id", upID)
@@ -131,8 +153,6 @@ func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *ht
 		g.o.Logger.Warn("client answer not delivered upstream", "correlation_id", corr, "tenant", tenant.ID, "server", name, "err", err)
 		outcome, code = audit.OutcomeError, int(refusal.CodeUpstream)
 	}
-	st := &settler{parent: ctx}
-	defer st.stop()
 	g.audit(st.ctx(), c, outcome, code, "", "")
 	w.WriteHeader(http.StatusAccepted)
 }

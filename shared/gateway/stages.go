@@ -38,7 +38,7 @@ var stages = [...]stage{
 	{slot: pipeline.Params, scope: pipeline.ToolCall, mode: pipeline.FailClosed, check: func(*Gateway) pipeline.Check {
 		return params.Check{}
 	}},
-	{slot: pipeline.RateLimit, scope: pipeline.Decided, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
+	{slot: pipeline.RateLimit, scope: pipeline.Decided | pipeline.Relayed, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
 		s := g.o.Settings
 		o := ratelimit.Options{PerSession: s.RateLimitPerSession, PerTool: s.RateLimitPerTool, PerKey: s.RateLimitPerKey}
 		if o.PerSession <= 0 && o.PerTool <= 0 && o.PerKey <= 0 {

@@ -60,9 +60,10 @@ func TestStageTableMatchesDocs(t *testing.T) {
 }
 
 var scopeWords = map[pipeline.Scope]string{
-	pipeline.Every:    "every request",
-	pipeline.Decided:  "tools/call, resources/read, prompts/get, completion/complete",
-	pipeline.ToolCall: "tools/call",
+	pipeline.Every:                      "every request",
+	pipeline.Decided:                    "tools/call, resources/read, prompts/get, completion/complete",
+	pipeline.ToolCall:                   "tools/call",
+	pipeline.Decided | pipeline.Relayed: "tools/call, resources/read, prompts/get, completion/complete, relayed messages",
 }
 
 func rowFor(name string) (stage, bool) {

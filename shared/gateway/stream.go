@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -122,6 +123,20 @@ func (s *stream) Begin() {
 	s.w.WriteHeader(http.StatusOK)
 	s.sse = true
 	_ = s.rc.Flush()
+}
+
+// KeepAlive writes an SSE comment (a line ":"; clients ignore it) on an
+// event stream that has begun, so that an idle proxy or client does not
+// take a quiet stream for a dead one.
+func (s *stream) KeepAlive() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.sse {
+		return
+	}
+	if _, err := io.WriteString(s.w, ":\n\n"); err == nil {
+		_ = s.rc.Flush()
+	}
 }
 
 // Streaming reports whether the event stream has begun.

@@ -92,6 +92,12 @@ type Call struct {
 	// Session.Capabilities holds the capabilities the request's _meta
 	// announces.
 	Stateless bool
+	// Relayed: a message the gateway relays between a server and the
+	// client the other way round (a request of the server to the client,
+	// or the client's answer): it runs under the Relayed scope, with
+	// Server the server that asked, and Tool and UpstreamTool naming what
+	// it is ("client:elicitation/create", "client:response").
+	Relayed bool
 
 	// Degraded lists the fail-open stages that could not decide and let
 	// the call through (audit: degraded).
@@ -338,7 +344,7 @@ type started struct {
 }
 
 func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
-	scope := ScopeOf(c.Method)
+	scope := c.scope()
 	var pre []started
 	if scope&Decided != 0 && stop == numSlots {
 		pre = p.prefetch(ctx, c, scope)
@@ -455,7 +461,7 @@ func (p *Pipeline) apply(ctx context.Context, st *Stage, c *Call, err error) err
 // RunResults passes the upstream's answer to c through the response-side
 // stages, in order, until one refuses. A stage may rewrite resp.
 func (p *Pipeline) RunResults(ctx context.Context, c *Call, resp *jsonrpc.Response) error {
-	scope := ScopeOf(c.Method)
+	scope := c.scope()
 	for i := range p.results {
 		st := &p.results[i]
 		if st.Scope&scope == 0 {

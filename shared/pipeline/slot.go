@@ -106,16 +106,23 @@ const (
 	// of one server and get its content (resources/read, prompts/get,
 	// completion/complete).
 	Read
+	// Relayed: the messages the gateway carries between a server and the
+	// client the other way round: a request of the server to the client
+	// (sampling/createMessage, elicitation/create, roots/list), relayed
+	// during a call or on a stream, and the client's answer to one (the
+	// gateway's method "response").
+	Relayed
 
 	// Decided: the requests whose target is checked one by one
 	// (tools/call and the reads).
 	Decided = ToolCall | Read
 	// Every request.
-	Every = Opening | InSession | Decided
+	Every = Opening | InSession | Decided | Relayed
 )
 
 // ScopeOf is the scope a method's request runs under: exactly one of
-// Opening, InSession, ToolCall and Read.
+// Opening, InSession, ToolCall and Read. A relayed message (Call.Relayed)
+// runs under Relayed whatever its method.
 func ScopeOf(method string) Scope {
 	switch method {
 	case "initialize":
@@ -126,4 +133,12 @@ func ScopeOf(method string) Scope {
 		return Read
 	}
 	return InSession
+}
+
+// scope is the scope c runs under.
+func (c *Call) scope() Scope {
+	if c.Relayed {
+		return Relayed
+	}
+	return ScopeOf(c.Method)
 }

@@ -192,7 +192,13 @@ type result struct {
 // call that came without a session (one was minted for it) its API key's
 // as well, so that leaving the session header out does not buy a fresh
 // window per call, and the session it mints starts with this call counted.
+// A stateless call (MCP 2026-07-28) belongs to no session: its API key's
+// windows stand for the session's (without it, every stateless call of
+// the tenant would share one window, the session "").
 func owners(c *pipeline.Call) []string {
+	if c.Stateless && c.KeyID != "" {
+		return []string{"key:" + c.KeyID}
+	}
 	if c.NewSession && c.KeyID != "" {
 		return []string{"key:" + c.KeyID, c.SessionID}
 	}

@@ -168,3 +168,28 @@ func TestPerKeyAcrossSessions(t *testing.T) {
 		t.Fatal("2nd counted call admitted over a per-key limit of 1")
 	}
 }
+
+// TestStatelessCallsCountPerKey: 2026-07-28 calls have no session; each
+// API key's stateless calls get the session's limit in a window of their
+// own, never one shared by every key of the tenant.
+func TestStatelessCallsCountPerKey(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 15, 0, time.UTC)
+	k := ratelimit.New(memstore.New(), ratelimit.Options{PerSession: 2}, func() time.Time { return now }, quiet)
+	ctx := context.Background()
+	stateless := func(key string) *pipeline.Call {
+		c := call("", "echo")
+		c.KeyID, c.Stateless = key, true
+		return c
+	}
+	for i := range 2 {
+		if err := k.Check(ctx, stateless("k1")); err != nil {
+			t.Fatalf("k1 call %d: %v", i+1, err)
+		}
+	}
+	if err := k.Check(ctx, stateless("k1")); err == nil {
+		t.Fatal("k1's third stateless call was allowed; the limit is 2")
+	}
+	if err := k.Check(ctx, stateless("k2")); err != nil {
+		t.Fatalf("another key's stateless call: %v (it shared k1's window)", err)
+	}
+}
