@@ -11,6 +11,7 @@ import (
 	"encoding/base32"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"strings"
 	"time"
 
@@ -69,17 +70,44 @@ func random(n int) []byte {
 	return b
 }
 
-// Error is an authentication failure: HTTP 401 {"error":"unauthorized: ..."}.
-// Its text never contains the presented key.
-type Error struct{ Reason string }
+// Error is an authentication failure: HTTP 401 {"error":"unauthorized: ..."},
+// or, for a valid OAuth token without a required scope, HTTP 403
+// {"error":"forbidden: ..."} (Status 403, Challenge "insufficient_scope",
+// Scope the scopes required). Its text never contains the presented key
+// or token.
+type Error struct {
+	Reason string
+	// Status is 0 (401) or http.StatusForbidden.
+	Status int
+	// Challenge is the RFC 6750 error code for WWW-Authenticate:
+	// "invalid_token", "insufficient_scope", or "" (no credentials, or
+	// an API key).
+	Challenge string
+	// Scope is the space-separated scopes an insufficient_scope
+	// refusal requires.
+	Scope string
+}
 
-func (e *Error) Error() string { return "unauthorized: " + e.Reason }
+func (e *Error) Error() string {
+	if e.Status == http.StatusForbidden {
+		return "forbidden: " + e.Reason
+	}
+	return "unauthorized: " + e.Reason
+}
+
+// HTTPStatus is 401, or the error's Status when set.
+func (e *Error) HTTPStatus() int {
+	if e.Status != 0 {
+		return e.Status
+	}
+	return http.StatusUnauthorized
+}
 
 // Failures a client can act on (seed 004, "Handling errors in a client").
 var (
-	ErrMissing   = &Error{"missing API key; send the header Authorization: Bearer KEY"}
-	ErrInvalid   = &Error{"invalid API key"}
-	ErrNotServed = &Error{"tenant not served by this gateway"}
+	ErrMissing   = &Error{Reason: "missing API key; send the header Authorization: Bearer KEY"}
+	ErrInvalid   = &Error{Reason: "invalid API key"}
+	ErrNotServed = &Error{Reason: "tenant not served by this gateway"}
 )
 
 // Served decides whether a tenant is served by this deployment.

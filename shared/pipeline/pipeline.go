@@ -62,6 +62,10 @@ type Call struct {
 	// Nil: not known yet; the policy stage then reads them from the key
 	// record and sets them (non-nil, empty for none).
 	Roles []string
+	// Claims is the caller's OAuth token's payload (a JSON object) when
+	// it came with one (shared/oauth), for the policy; nil with an API
+	// key. Roles are then the token's, set by the gateway.
+	Claims json.RawMessage
 	// What the policy stage decided (shared/policycheck). PolicyApproval:
 	// the policy requires a human's approval, and the approval stage holds
 	// the call as it does a tool with requires_approval. PolicyVerdict is

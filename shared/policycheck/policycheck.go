@@ -242,7 +242,7 @@ func Request(c *pipeline.Call, now time.Time) *policy.Request {
 	req := &policy.Request{
 		Method: c.Method,
 		Tenant: c.Tenant.ID,
-		Caller: policy.Caller{ID: c.Caller, KeyID: c.KeyID, Roles: c.Roles},
+		Caller: policy.Caller{ID: c.Caller, KeyID: c.KeyID, Roles: c.Roles, Claims: c.Claims},
 		Session: policy.Session{
 			ID: c.SessionID, Started: c.Session.Created, LastAllowed: c.Session.LastAllowed,
 			ToolCalls: c.Session.ToolCalls, Steps: c.Session.Steps,

@@ -38,6 +38,10 @@ type Tenant struct {
 	Created          time.Time `json:"created"`
 	// Content overrides the deployment's content actions for this tenant.
 	Content ContentActions `json:"content,omitzero"`
+	// Issuers are the OAuth authorization servers whose access tokens
+	// this tenant accepts besides its API keys (issuer.go); nil: API
+	// keys only.
+	Issuers []Issuer `json:"issuers,omitempty"`
 }
 
 // ContentActions are a tenant's choices of the content checks' actions,
