@@ -197,11 +197,15 @@ func (h *harness) mintTokens(t *testing.T) {
 	}
 	k := h.issuer.Signing()
 	h.tokens = map[string]string{
-		"valid":          h.issuer.Sign(t, k, claims(nil)),
-		"expired":        h.issuer.Sign(t, k, claims(func(c map[string]any) { c["iat"], c["nbf"], c["exp"] = now.Add(-2*time.Hour).Unix(), now.Add(-2*time.Hour).Unix(), now.Add(-time.Hour).Unix() })),
-		"wrong-audience": h.issuer.Sign(t, k, claims(func(c map[string]any) { c["aud"] = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/t/vault/mcp" })),
-		"no-scope":       h.issuer.Sign(t, k, claims(func(c map[string]any) { c["scope"] = "profile" })),
-		"alg-none":       oidctest.Unsigned(t, claims(nil)),
+		"valid": h.issuer.Sign(t, k, claims(nil)),
+		"expired": h.issuer.Sign(t, k, claims(func(c map[string]any) {
+			c["iat"], c["nbf"], c["exp"] = now.Add(-2*time.Hour).Unix(), now.Add(-2*time.Hour).Unix(), now.Add(-time.Hour).Unix()
+		})),
+		"wrong-audience": h.issuer.Sign(t, k, claims(func(c map[string]any) {
+			c["aud"] = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/t/vault/mcp"
+		})),
+		"no-scope": h.issuer.Sign(t, k, claims(func(c map[string]any) { c["scope"] = "profile" })),
+		"alg-none": oidctest.Unsigned(t, claims(nil)),
 	}
 }
 

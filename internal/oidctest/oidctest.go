@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -33,32 +34,46 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // Key is one signing key of the issuer.
 type Key struct {
 	ID  string
-	Alg jose.SignatureAlgorithm
+	Alg string // RS256, ES256 or EdDSA
 	key crypto.Signer
 }
 
-// Public is the key's public half as a JWK.
-func (k *Key) Public() jose.JSONWebKey {
-	return jose.JSONWebKey{Key: k.key.Public(), KeyID: k.ID, Algorithm: string(k.Alg), Use: "sig"}
+// Public is the key's public half as a JWK (RFC 7517, 7518, 8037).
+func (k *Key) Public() map[string]any {
+	b := base64.RawURLEncoding.EncodeToString
+	j := map[string]any{"kid": k.ID, "alg": k.Alg, "use": "sig"}
+	switch p := k.key.Public().(type) {
+	case *rsa.PublicKey:
+		j["kty"], j["n"], j["e"] = "RSA", b(p.N.Bytes()), b(big.NewInt(int64(p.E)).Bytes())
+	case *ecdsa.PublicKey:
+		raw, _ := p.Bytes() // 0x04 || x || y
+		j["kty"], j["crv"], j["x"], j["y"] = "EC", "P-256", b(raw[1:33]), b(raw[33:])
+	case ed25519.PublicKey:
+		j["kty"], j["crv"], j["x"] = "OKP", "Ed25519", b(p)
+	}
+	return j
 }
 
+// methods sign for each algorithm.
+var methods = map[string]jwt.SigningMethod{"RS256": jwt.SigningMethodRS256, "ES256": jwt.SigningMethodES256, "EdDSA": jwt.SigningMethodEdDSA}
+
 // NewKey makes a key for alg (RS256, ES256 or EdDSA).
-func NewKey(t testing.TB, id string, alg jose.SignatureAlgorithm) *Key {
+func NewKey(t testing.TB, id string, alg string) *Key {
 	t.Helper()
 	var s crypto.Signer
 	var err error
 	switch alg {
-	case jose.RS256:
+	case "RS256":
 		s, err = rsa.GenerateKey(rand.Reader, 2048)
-	case jose.ES256:
+	case "ES256":
 		s, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	case jose.EdDSA:
+	case "EdDSA":
 		_, s, err = ed25519.GenerateKey(rand.Reader)
 	default:
 		t.Fatalf("oidctest: no key for %s", alg)
@@ -120,7 +135,7 @@ func Start(t testing.TB, o *Options) *Issuer {
 	if is.now == nil {
 		is.now = time.Now
 	}
-	k := NewKey(t, "k1", jose.ES256)
+	k := NewKey(t, "k1", "ES256")
 	is.published = []*Key{k}
 	is.signing = k
 	mux := http.NewServeMux()
@@ -217,12 +232,12 @@ func (is *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
 func (is *Issuer) jwks(w http.ResponseWriter, _ *http.Request) {
 	is.jwksFetches.Add(1)
 	is.mu.Lock()
-	set := jose.JSONWebKeySet{}
+	keys := []map[string]any{}
 	for _, k := range is.published {
-		set.Keys = append(set.Keys, k.Public())
+		keys = append(keys, k.Public())
 	}
 	is.mu.Unlock()
-	writeJSON(w, set)
+	writeJSON(w, map[string]any{"keys": keys})
 }
 
 // register is RFC 7591 dynamic client registration for public clients.
@@ -312,19 +327,9 @@ func (is *Issuer) Claims(aud string, now time.Time, ttl time.Duration) map[strin
 // Sign signs claims with k, its kid in the header.
 func (is *Issuer) Sign(t testing.TB, k *Key, claims map[string]any) string {
 	t.Helper()
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: k.Alg, Key: k.key}, (&jose.SignerOptions{}).WithType("at+jwt").WithHeader("kid", k.ID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(claims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := s.Sign(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := obj.CompactSerialize()
+	tok := jwt.NewWithClaims(methods[k.Alg], jwt.MapClaims(claims))
+	tok.Header["kid"], tok.Header["typ"] = k.ID, "at+jwt"
+	out, err := tok.SignedString(k.key)
 	if err != nil {
 		t.Fatal(err)
 	}

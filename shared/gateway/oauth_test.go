@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-
 	"github.com/aegis-gw/aegis/internal/oidctest"
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/config"
@@ -129,7 +127,7 @@ func TestOAuthRefusals(t *testing.T) {
 			`{"error":"unauthorized: token signature algorithm is not allowed (RS256, ES256 or EdDSA as the issuer allows; never none or HMAC)"}`, `error="invalid_token"`},
 		{"HS256 with the public key", "/t/acme/v1/invoke", oidctest.HMACWithPublicKey(t, k, o.claims(o.A, "acme", nil)), 401,
 			`{"error":"unauthorized: token signature algorithm is not allowed (RS256, ES256 or EdDSA as the issuer allows; never none or HMAC)"}`, `error="invalid_token"`},
-		{"unknown kid", "/t/acme/v1/invoke", o.A.Sign(t, oidctest.NewKey(t, "nobody", jose.ES256), o.claims(o.A, "acme", nil)), 401,
+		{"unknown kid", "/t/acme/v1/invoke", o.A.Sign(t, oidctest.NewKey(t, "nobody", "ES256"), o.claims(o.A, "acme", nil)), 401,
 			`{"error":"unauthorized: token is signed by a key the issuer does not publish"}`, `error="invalid_token"`},
 		{"tampered payload", "/t/acme/v1/invoke", oidctest.Tamper(t, good, o.claims(o.A, "acme", func(c map[string]any) { c["scope"] = "mcp tools:write" })), 401,
 			`{"error":"unauthorized: token signature is invalid"}`, `error="invalid_token"`},

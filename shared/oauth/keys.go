@@ -6,17 +6,17 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/go-jose/go-jose/v4"
 )
 
 // keyCache holds each issuer's public keys, found by discovery. An
@@ -35,7 +35,7 @@ type keyCache struct {
 
 type issuerKeys struct {
 	mu      sync.Mutex // held while fetching
-	set     []jose.JSONWebKey
+	set     []publicKey
 	fetched time.Time // last successful fetch
 	tried   time.Time // last attempt
 	lastErr error
@@ -47,7 +47,7 @@ func newKeyCache(o *Options) *keyCache {
 
 // keys returns issuer's keys, refreshed as the type's doc says when kid
 // ("" when the token names none) is not among them.
-func (c *keyCache) keys(ctx context.Context, issuer, kid string) ([]jose.JSONWebKey, error) {
+func (c *keyCache) keys(ctx context.Context, issuer, kid string) ([]publicKey, error) {
 	c.mu.Lock()
 	ik := c.issuers[issuer]
 	if ik == nil {
@@ -89,9 +89,9 @@ func (c *keyCache) keys(ctx context.Context, issuer, kid string) ([]jose.JSONWeb
 	return set, nil
 }
 
-func hasKid(set []jose.JSONWebKey, kid string) bool {
+func hasKid(set []publicKey, kid string) bool {
 	for _, k := range set {
-		if k.KeyID == kid {
+		if k.kid == kid {
 			return true
 		}
 	}
@@ -108,7 +108,7 @@ type discovery struct {
 // {issuer}/.well-known/openid-configuration; when that is absent, RFC
 // 8414's /.well-known/oauth-authorization-server{path}), checks its
 // issuer is exactly issuer, and reads its jwks_uri.
-func (c *keyCache) fetch(ctx context.Context, issuer string) ([]jose.JSONWebKey, error) {
+func (c *keyCache) fetch(ctx context.Context, issuer string) ([]publicKey, error) {
 	var doc discovery
 	var err error
 	for _, u := range discoveryURLs(issuer) {
@@ -133,35 +133,105 @@ func (c *keyCache) fetch(ctx context.Context, issuer string) ([]jose.JSONWebKey,
 	if _, err := c.getJSON(ctx, doc.JWKSURI, &jwks); err != nil {
 		return nil, fmt.Errorf("jwks: %w", err)
 	}
-	var set []jose.JSONWebKey
+	var set []publicKey
 	for _, raw := range jwks.Keys {
-		var k jose.JSONWebKey
-		if err := k.UnmarshalJSON(raw); err != nil {
-			continue // a key type go-jose does not know (or a bad one): skipped, like any key we cannot use
-		}
-		if usable(k) && len(set) < MaxKeys {
+		if k, ok := parseJWK(raw); ok && len(set) < MaxKeys {
 			set = append(set, k)
 		}
 	}
 	if len(set) == 0 {
-		return nil, errors.New("jwks: no usable signing key (RSA, P-256 or Ed25519 public keys)")
+		return nil, errors.New("jwks: no usable signing key (RSA of 2048 bits or more, P-256 or Ed25519 public keys)")
 	}
 	return set, nil
 }
 
-// usable: a public signing key of a type an allowed algorithm uses. A
-// symmetric ("oct") or private key in a JWKS is never used.
-func usable(k jose.JSONWebKey) bool {
-	if !k.IsPublic() || !k.Valid() || (k.Use != "" && k.Use != "sig") {
+// publicKey is one usable key of a JWKS: its kid, the algorithm it is
+// for ("" when the JWK names none: then any allowed algorithm of its
+// type) and the key (*rsa.PublicKey, *ecdsa.PublicKey on P-256, or
+// ed25519.PublicKey).
+type publicKey struct {
+	kid, alg string
+	key      any
+}
+
+// jwk is what is read of a JSON Web Key (RFC 7517, 7518, 8037).
+type jwk struct {
+	Kty string `json:"kty"`
+	Kid string `json:"kid"`
+	Use string `json:"use"`
+	Alg string `json:"alg"`
+	Crv string `json:"crv"`
+	N   string `json:"n"`
+	E   string `json:"e"`
+	X   string `json:"x"`
+	Y   string `json:"y"`
+	D   string `json:"d"`
+	K   string `json:"k"`
+}
+
+// parseJWK reads a public signing key of a type an allowed algorithm
+// uses. A symmetric ("oct") key, a private key, an encryption key, an RSA
+// key under 2048 bits, a point not on its curve or a malformed key is not
+// usable: it is skipped, never an error of the whole set.
+func parseJWK(raw json.RawMessage) (publicKey, bool) {
+	var j jwk
+	if json.Unmarshal(raw, &j) != nil || (j.Use != "" && j.Use != "sig") || j.D != "" || j.K != "" {
+		return publicKey{}, false
+	}
+	b := func(s string) []byte {
+		v, err := base64.RawURLEncoding.DecodeString(s)
+		if err != nil {
+			return nil
+		}
+		return v
+	}
+	k := publicKey{kid: j.Kid, alg: j.Alg}
+	switch {
+	case j.Kty == "RSA" && (j.Alg == "" || j.Alg == "RS256"):
+		n, e := b(j.N), b(j.E)
+		if len(n) < 256 || len(n) > 1024 || len(e) == 0 || len(e) > 4 {
+			return publicKey{}, false
+		}
+		exp := new(big.Int).SetBytes(e).Int64()
+		pk := &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(exp)}
+		if pk.N.BitLen() < 2048 || exp < 3 || exp%2 == 0 {
+			return publicKey{}, false
+		}
+		k.key = pk
+	case j.Kty == "EC" && j.Crv == "P-256" && (j.Alg == "" || j.Alg == "ES256"):
+		x, y := b(j.X), b(j.Y)
+		if len(x) != 32 || len(y) != 32 {
+			return publicKey{}, false
+		}
+		pk, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
+		if err != nil {
+			return publicKey{}, false
+		}
+		k.key = pk
+	case j.Kty == "OKP" && j.Crv == "Ed25519" && (j.Alg == "" || j.Alg == "EdDSA"):
+		x := b(j.X)
+		if len(x) != ed25519.PublicKeySize {
+			return publicKey{}, false
+		}
+		k.key = ed25519.PublicKey(x)
+	default:
+		return publicKey{}, false
+	}
+	return k, true
+}
+
+// fits reports whether k may verify a signature made with alg.
+func (k publicKey) fits(alg string) bool {
+	if k.alg != "" && k.alg != alg {
 		return false
 	}
-	switch p := k.Key.(type) {
+	switch k.key.(type) {
 	case *rsa.PublicKey:
-		return p.N.BitLen() >= 2048 && (k.Algorithm == "" || k.Algorithm == string(jose.RS256))
+		return alg == "RS256"
 	case *ecdsa.PublicKey:
-		return p.Curve == elliptic.P256() && (k.Algorithm == "" || k.Algorithm == string(jose.ES256))
+		return alg == "ES256"
 	case ed25519.PublicKey:
-		return k.Algorithm == "" || k.Algorithm == string(jose.EdDSA)
+		return alg == "EdDSA"
 	}
 	return false
 }

@@ -5,7 +5,7 @@
 //
 // A token is valid for a tenant when, in this order:
 //
-//   - it is a compact JWS of at most MaxTokenBytes whose alg is one of
+//   - it is a compact JWS of at most MaxTokenBytes, without crit, whose alg is one of
 //     registry.SigningAlgorithms and of the issuer's Algorithms (never
 //     "none", never an HMAC: keys are public, and a token "signed" with
 //     one as an HMAC secret is refused before any key is looked at);
@@ -38,7 +38,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/netguard"
@@ -194,8 +194,13 @@ func insufficientScope(required []string) *auth.Error {
 		Status: http.StatusForbidden, Challenge: "insufficient_scope", Scope: strings.Join(required, " ")}
 }
 
-// allAlgorithms is registry.SigningAlgorithms as go-jose's type.
-var allAlgorithms = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA}
+// methods verify the allowed algorithms (golang-jwt's implementations);
+// nothing else is ever looked up, so no other algorithm can verify.
+var methods = map[string]jwt.SigningMethod{
+	"RS256": jwt.SigningMethodRS256,
+	"ES256": jwt.SigningMethodES256,
+	"EdDSA": jwt.SigningMethodEdDSA,
+}
 
 // Validate checks token for tenant t (see the package doc) and returns the
 // caller it names. Refusals are *auth.Error.
@@ -241,9 +246,12 @@ func issuerOf(t registry.Tenant, url string) *registry.Issuer {
 }
 
 // header is what is read of the JOSE header before anything is verified.
+// A header with crit (extensions the verifier must understand) is refused:
+// none is understood here.
 type header struct {
-	Alg string `json:"alg"`
-	Kid string `json:"kid"`
+	Alg  string          `json:"alg"`
+	Kid  string          `json:"kid"`
+	Crit json.RawMessage `json:"crit"`
 }
 
 // claims are the registered claims checked here.
@@ -256,19 +264,15 @@ type claims struct {
 }
 
 func (v *Validator) validate(ctx context.Context, t registry.Tenant, token string, now time.Time) (Identity, *registry.Issuer, error) {
-	h, ok := peekHeader(token)
+	h, payload, ok := split(token)
 	if !ok {
 		return Identity{}, nil, ErrMalformed
 	}
 	if !slices.Contains(registry.SigningAlgorithms, h.Alg) {
 		return Identity{}, nil, ErrAlgorithm
 	}
-	jws, err := jose.ParseSignedCompact(token, allAlgorithms)
-	if err != nil || len(jws.Signatures) != 1 {
-		return Identity{}, nil, ErrMalformed
-	}
 	var unverified claims
-	if err := json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &unverified); err != nil {
+	if err := json.Unmarshal(payload, &unverified); err != nil {
 		return Identity{}, nil, ErrMalformed
 	}
 	is := issuerOf(t, unverified.Iss)
@@ -278,8 +282,7 @@ func (v *Validator) validate(ctx context.Context, t registry.Tenant, token strin
 	if len(is.Algorithms) > 0 && !slices.Contains(is.Algorithms, h.Alg) {
 		return Identity{}, nil, ErrAlgorithm
 	}
-	payload, err := v.verify(ctx, jws, is.URL, h)
-	if err != nil {
+	if err := v.verify(ctx, token, is.URL, h); err != nil {
 		return Identity{}, nil, err
 	}
 	var c claims
@@ -346,44 +349,57 @@ func (v *Validator) validate(ctx context.Context, t registry.Tenant, token strin
 }
 
 // verify checks the signature with the issuer's key for h.Kid (any of its
-// keys when the token names none), refreshing the keys once when the kid
-// is unknown (keyCache.keys).
-func (v *Validator) verify(ctx context.Context, jws *jose.JSONWebSignature, issuer string, h header) ([]byte, error) {
+// keys of the algorithm's type when the token names none), refreshing the
+// keys once when the kid is unknown (keyCache.keys).
+func (v *Validator) verify(ctx context.Context, token, issuer string, h header) error {
 	set, err := v.keys.keys(ctx, issuer, h.Kid)
 	if err != nil {
 		v.o.Logger.WarnContext(ctx, "oauth: issuer keys unavailable", "issuer", issuer, "err", err)
-		return nil, ErrKeys
+		return ErrKeys
 	}
+	dot := strings.LastIndexByte(token, '.')
+	sig, err := base64.RawURLEncoding.DecodeString(token[dot+1:])
+	if err != nil {
+		return ErrMalformed
+	}
+	m := methods[h.Alg]
 	tried := false
 	for _, k := range set {
-		if (h.Kid != "" && k.KeyID != h.Kid) || (k.Algorithm != "" && k.Algorithm != h.Alg) {
+		if (h.Kid != "" && k.kid != h.Kid) || !k.fits(h.Alg) {
 			continue
 		}
 		tried = true
-		if payload, err := jws.Verify(k.Key); err == nil {
-			return payload, nil
+		if m.Verify(token[:dot], sig, k.key) == nil {
+			return nil
 		}
 	}
 	if !tried {
-		return nil, ErrUnknownKey
+		return ErrUnknownKey
 	}
-	return nil, ErrSignature
+	return ErrSignature
 }
 
-func peekHeader(token string) (header, bool) {
-	dot := strings.IndexByte(token, '.')
-	if dot <= 0 || strings.Count(token, ".") != 2 {
-		return header{}, false
+// split reads a compact JWS: its header (without crit) and its payload,
+// both base64url without padding.
+func split(token string) (header, []byte, bool) {
+	first := strings.IndexByte(token, '.')
+	last := strings.LastIndexByte(token, '.')
+	if first <= 0 || last == first || strings.Count(token, ".") != 2 {
+		return header{}, nil, false
 	}
-	b, err := base64.RawURLEncoding.DecodeString(token[:dot])
+	hb, err := base64.RawURLEncoding.DecodeString(token[:first])
 	if err != nil {
-		return header{}, false
+		return header{}, nil, false
 	}
 	var h header
-	if json.Unmarshal(b, &h) != nil {
-		return header{}, false
+	if json.Unmarshal(hb, &h) != nil || h.Crit != nil {
+		return header{}, nil, false
 	}
-	return h, true
+	payload, err := base64.RawURLEncoding.DecodeString(token[first+1 : last])
+	if err != nil {
+		return header{}, nil, false
+	}
+	return h, payload, true
 }
 
 // numericDate reads a NumericDate (seconds since the epoch, possibly
