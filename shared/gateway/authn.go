@@ -95,8 +95,8 @@ func (g *Gateway) refuseAuth(w http.ResponseWriter, r *http.Request, ep endpoint
 func challenge(r *http.Request, ae *auth.Error) string {
 	var b strings.Builder
 	b.WriteString(`Bearer realm="aegis"`)
-	if base, ok := publicBase(r); ok {
-		b.WriteString(`, resource_metadata="` + base + WellKnownResource + r.URL.Path + `"`)
+	if base, ok := publicBase(r); ok && quotable(r.URL.EscapedPath()) {
+		b.WriteString(`, resource_metadata="` + base + WellKnownResource + r.URL.EscapedPath() + `"`)
 	}
 	if ae.Challenge != "" {
 		b.WriteString(`, error="` + ae.Challenge + `"`)
@@ -128,6 +128,17 @@ func publicBase(r *http.Request) (string, bool) {
 		scheme = "https"
 	}
 	return scheme + "://" + host, true
+}
+
+// quotable: s may stand in a quoted-string unescaped (no quote,
+// backslash or control character; an escaped path has no space).
+func quotable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x21 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // splitTenant takes /t/{tenant} off the front of a tenant path.
@@ -166,7 +177,7 @@ func (g *Gateway) resourceMetadata(w http.ResponseWriter, r *http.Request, corr 
 		writeJSON(w, http.StatusBadRequest, `{"error":"bad Host header"}`)
 		return
 	}
-	doc := oauth.ResourceMetadata{Resource: base + resPath, BearerMethodsSupported: []string{"header"}, ResourceName: "aegis"}
+	doc := oauth.ResourceMetadata{Resource: base + strings.TrimPrefix(r.URL.EscapedPath(), WellKnownResource), BearerMethodsSupported: []string{"header"}, ResourceName: "aegis"}
 	if tenant != "" {
 		t, err := g.reg.Tenant(r.Context(), tenant)
 		switch {

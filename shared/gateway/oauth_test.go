@@ -142,6 +142,11 @@ func TestOAuthRefusals(t *testing.T) {
 			`{"error":"unauthorized: invalid API key"}`, `resource_metadata="http://gw.test/.well-known/oauth-protected-resource/v1/invoke"`},
 		{"acme's API key at globex", "/t/globex/v1/invoke", o.KeyA, 401,
 			`{"error":"unauthorized: the API key is not one of the tenant this path names"}`, `Bearer realm="aegis"`},
+		// The challenge quotes the path as sent, escaped: a quote in it
+		// cannot end the quoted string.
+		{"a quote in the path", "/mcp/a%22b", "", 401,
+			`{"error":"unauthorized: missing API key; send the header Authorization: Bearer KEY"}`,
+			`resource_metadata="http://gw.test/.well-known/oauth-protected-resource/mcp/a%22b"`},
 		{"a token at a tenant without issuers", "/t/nobody/v1/invoke", good, 401,
 			`{"error":"unauthorized: token issuer is not trusted by this tenant"}`, `error="invalid_token"`},
 	} {

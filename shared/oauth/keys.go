@@ -24,8 +24,9 @@ import (
 // when a token names a kid they do not hold; never twice within
 // RefreshInterval, so a flood of tokens with made-up kids costs one fetch
 // per interval. Fetches of one issuer are serialised (the others wait for
-// the one in flight); each request has FetchTimeout and reads at most
-// MaxDocumentBytes. A fetch that fails keeps the keys known.
+// the one in flight); a fetch (discovery and JWKS) has FetchTimeout and
+// reads at most MaxDocumentBytes per document. A fetch that fails keeps
+// the keys known.
 type keyCache struct {
 	o *Options
 
@@ -76,7 +77,12 @@ func (c *keyCache) keys(ctx context.Context, issuer, kid string) ([]publicKey, e
 		return ik.set, nil // refreshed lately: an unknown kid stays unknown
 	}
 	ik.tried = now
-	set, err := c.fetch(ctx, issuer)
+	// One fetch serves every request waiting for it: it is not cancelled
+	// when the request that started it ends, and has FetchTimeout for the
+	// discovery document and the JWKS together.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.FetchTimeout)
+	set, err := c.fetch(fctx, issuer)
+	cancel()
 	if err != nil {
 		ik.lastErr = err
 		if ik.fetched.IsZero() {
@@ -247,15 +253,13 @@ func discoveryURLs(issuer string) []string {
 	return out
 }
 
-// getJSON GETs u (checked as an outbound URL first) within FetchTimeout
-// and decodes at most MaxDocumentBytes of JSON into v. status is the
-// response's status when one came.
+// getJSON GETs u (checked as an outbound URL first) within ctx's
+// deadline and decodes at most MaxDocumentBytes of JSON into v. status is
+// the response's status when one came.
 func (c *keyCache) getJSON(ctx context.Context, u string, v any) (status int, err error) {
 	if err := checkURL(u, c.o.Local); err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.o.FetchTimeout)
-	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, err

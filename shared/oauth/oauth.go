@@ -58,8 +58,8 @@ const (
 	// fetched again (a key the issuer withdrew stops being accepted
 	// within it). A failed refetch keeps the keys known.
 	DefaultKeysTTL = 15 * time.Minute
-	// DefaultFetchTimeout bounds one outbound request (discovery or
-	// JWKS).
+	// DefaultFetchTimeout bounds one fetch of an issuer's keys: its
+	// discovery document and its JWKS together.
 	DefaultFetchTimeout = 5 * time.Second
 	// DefaultCacheEntries and DefaultCacheBytes bound the validated-token
 	// cache.
