@@ -334,3 +334,29 @@ func BenchmarkValidate(b *testing.B) {
 		}
 	}
 }
+
+// FuzzValidate: whatever a client presents, Validate returns nil or an
+// *auth.Error (a 401 or 403 for the client), never panics, and never
+// puts the token in the error.
+func FuzzValidate(f *testing.F) {
+	fx := newFixture(f, nil)
+	k := fx.is.Signing()
+	good := fx.is.Sign(f, k, fx.claims())
+	for _, s := range []string{good, oidctest.Unsigned(f, fx.claims()), oidctest.HMACWithPublicKey(f, k, fx.claims()),
+		oidctest.Tamper(f, good, map[string]any{"iss": fx.is.URL, "exp": 1 << 62}), "a.b.c", "..", "", "eyJhbGciOiJFUzI1NiJ9.e30.AAAA"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, token string) {
+		_, err := fx.v.Validate(context.Background(), fx.tenant, token)
+		if err == nil {
+			return
+		}
+		var ae *auth.Error
+		if !errors.As(err, &ae) {
+			t.Fatalf("err %T %v is not an *auth.Error", err, err)
+		}
+		if len(token) > 8 && strings.Contains(err.Error(), token) {
+			t.Fatal("the error carries the token")
+		}
+	})
+}
