@@ -62,6 +62,23 @@ func KeyID(key string) (string, bool) {
 	return id, true
 }
 
+// tokenKeyPrefix starts the key id of an OAuth token's caller. A ':'
+// never appears in an API key's id, so the two cannot collide.
+const tokenKeyPrefix = "oauth:"
+
+// TokenKeyID is the key id of the caller of an OAuth token (shared/oauth):
+// "oauth:" and 16 hex digits of the SHA-256 of issuer and caller, the same
+// for every token of that caller. It names the caller's windows (the per-key
+// rate limit, the session-mint ceiling) and Cedar's principal.key_id; there
+// is no key record of that id.
+func TokenKeyID(issuer, caller string) string {
+	sum := sha256.Sum256([]byte(issuer + "\x00" + caller))
+	return tokenKeyPrefix + hex.EncodeToString(sum[:8])
+}
+
+// IsTokenKeyID reports whether id is a TokenKeyID (no key record to read).
+func IsTokenKeyID(id string) bool { return strings.HasPrefix(id, tokenKeyPrefix) }
+
 func random(n int) []byte {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {

@@ -28,7 +28,7 @@ const WellKnownResource = "/.well-known/oauth-protected-resource"
 
 // caller is who authenticate found: an API key, or a token's identity.
 type caller struct {
-	key registry.Key // the API key; for a token only Caller and Tenant are set
+	key registry.Key // the API key; for a token its caller, tenant and auth.TokenKeyID
 	// token: the caller came with an OAuth token; roles and claims are
 	// then the token's (never nil roles), not a key record's.
 	token  bool
@@ -69,7 +69,8 @@ func (g *Gateway) authenticate(ctx context.Context, r *http.Request, ep endpoint
 	if err != nil {
 		return caller{}, registry.Tenant{}, err
 	}
-	return caller{key: registry.Key{Tenant: t.ID, Caller: id.Caller}, token: true, roles: id.Roles, claims: id.Claims}, t, nil
+	key := registry.Key{ID: auth.TokenKeyID(id.Issuer, id.Caller), Tenant: t.ID, Caller: id.Caller}
+	return caller{key: key, token: true, roles: id.Roles, claims: id.Claims}, t, nil
 }
 
 // refuseAuth answers a failed authentication: 401 (or 403 for a token

@@ -41,12 +41,12 @@ const acmePolicy = `cedar_policies: |
   permit (principal in Role::"writer", action, resource);
 `
 
-func newOAuthEnv(t *testing.T) *oauthEnv {
+func newOAuthEnv(t *testing.T, opts ...envOpt) *oauthEnv {
 	t.Helper()
 	o := &oauthEnv{}
 	o.A = oidctest.Start(t, nil)
 	o.B = oidctest.Start(t, nil)
-	o.env = newEnv(t, func(s *config.Settings, st *memstore.Store) {
+	o.env = newEnv(t, append([]envOpt{func(s *config.Settings, st *memstore.Store) {
 		ctx := context.Background()
 		must(t, st.PutTenant(ctx, registry.Tenant{ID: "acme", Tier: registry.TierGrowth, Issuers: []registry.Issuer{{
 			URL: o.A.URL, Audiences: []string{"http://gw.test/t/acme/mcp"},
@@ -57,7 +57,7 @@ func newOAuthEnv(t *testing.T) *oauthEnv {
 			{URL: o.B.URL, Audiences: []string{"http://gw.test/t/globex/mcp"}},
 		}}))
 		must(t, st.PutPolicy(ctx, registry.Policy{Tenant: "acme", Source: acmePolicy, Updated: time.Now()}))
-	})
+	}}, opts...)...)
 	// acme's upstream behind a recorder of the Authorization headers.
 	target, _ := url.Parse(o.UpA.URL)
 	target.Path = ""
@@ -265,5 +265,29 @@ func TestResourceMetadata(t *testing.T) {
 		if st, _, _ := get(p); st != 404 {
 			t.Errorf("%s: %d, want 404", p, st)
 		}
+	}
+}
+
+// TestOAuthRateLimitPerCaller: RATE_LIMIT_PER_KEY counts per token caller
+// (auth.TokenKeyID), as it counts per API key: alice's third call in the
+// minute is -32004 with scope key, bob's first is not.
+func TestOAuthRateLimitPerCaller(t *testing.T) {
+	o := newOAuthEnv(t, func(s *config.Settings, _ *memstore.Store) { s.RateLimitPerKey, s.RateLimitPerSession, s.RateLimitPerTool = 2, 0, 0 })
+	k := o.A.Signing()
+	alice := o.A.Sign(t, k, o.claims(o.A, "acme", func(c map[string]any) { c["dept"] = "eng" }))
+	bob := o.A.Sign(t, k, o.claims(o.A, "acme", func(c map[string]any) { c["dept"] = "eng"; c["sub"] = "bob" }))
+	echo := call("1", "echo", `{"message":"hi"}`)
+	for i, want := range []int{0, 0, -32004} {
+		if r := o.postAs(t, "/t/acme/v1/invoke", alice, echo); r.code() != want {
+			t.Fatalf("alice's call %d: %s, want code %d", i+1, r.Raw, want)
+		} else if want == -32004 && !strings.Contains(string(r.Error.Data), `"scope":"key"`) {
+			t.Fatalf("alice's refusal is not the key's window: %s", r.Error.Data)
+		}
+	}
+	if r := o.postAs(t, "/t/acme/v1/invoke", bob, echo); r.code() != 0 {
+		t.Fatalf("bob's first call: %s", r.Raw)
+	}
+	if strings.Contains(o.logs(), "key record unreadable") {
+		t.Error("the policy looked for a key record of a token caller")
 	}
 }
