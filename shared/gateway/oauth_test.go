@@ -272,7 +272,9 @@ func TestResourceMetadata(t *testing.T) {
 // (auth.TokenKeyID), as it counts per API key: alice's third call in the
 // minute is -32004 with scope key, bob's first is not.
 func TestOAuthRateLimitPerCaller(t *testing.T) {
-	o := newOAuthEnv(t, func(s *config.Settings, _ *memstore.Store) { s.RateLimitPerKey, s.RateLimitPerSession, s.RateLimitPerTool = 2, 0, 0 })
+	o := newOAuthEnv(t, func(s *config.Settings, _ *memstore.Store) {
+		s.RateLimitPerKey, s.RateLimitPerSession, s.RateLimitPerTool = 2, 0, 0
+	})
 	k := o.A.Signing()
 	alice := o.A.Sign(t, k, o.claims(o.A, "acme", func(c map[string]any) { c["dept"] = "eng" }))
 	bob := o.A.Sign(t, k, o.claims(o.A, "acme", func(c map[string]any) { c["dept"] = "eng"; c["sub"] = "bob" }))
