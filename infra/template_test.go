@@ -193,6 +193,10 @@ func TestRoutes(t *testing.T) {
 		{"GatewayFunction", "POST", "/mcp"}, {"GatewayFunction", "GET", "/mcp"}, {"GatewayFunction", "DELETE", "/mcp"},
 		{"GatewayFunction", "POST", "/mcp/{server}"}, {"GatewayFunction", "GET", "/mcp/{server}"}, {"GatewayFunction", "DELETE", "/mcp/{server}"},
 		{"GatewayFunction", "POST", "/v1/invoke"},
+		{"GatewayFunction", "POST", "/t/{tenant}/mcp"}, {"GatewayFunction", "GET", "/t/{tenant}/mcp"}, {"GatewayFunction", "DELETE", "/t/{tenant}/mcp"},
+		{"GatewayFunction", "POST", "/t/{tenant}/mcp/{server}"}, {"GatewayFunction", "GET", "/t/{tenant}/mcp/{server}"}, {"GatewayFunction", "DELETE", "/t/{tenant}/mcp/{server}"},
+		{"GatewayFunction", "POST", "/t/{tenant}/v1/invoke"},
+		{"GatewayFunction", "GET", "/.well-known/oauth-protected-resource"}, {"GatewayFunction", "GET", "/.well-known/oauth-protected-resource/{proxy+}"},
 		{"AdminFunction", "ANY", "/admin/v1/{proxy+}"},
 	}
 	var got []route

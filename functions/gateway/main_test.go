@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/aegis-gw/aegis/functions/internal/replay"
+	"github.com/aegis-gw/aegis/internal/oidctest"
 	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/demo"
@@ -107,6 +108,16 @@ var steps = []struct {
 	{event: "upstream-down"},
 	{event: "upstream-timeout"},
 	{event: "delete-session"},
+	// OAuth: acme trusts the test's issuer (oauthIssuer); the events name
+	// their tokens as {{token:NAME}} (harness.tokens).
+	{event: "oauth-metadata"},
+	{event: "oauth-no-token"},
+	{event: "oauth-tools-call"},
+	{event: "oauth-expired"},
+	{event: "oauth-wrong-audience"},
+	{event: "oauth-insufficient-scope"},
+	{event: "oauth-other-tenant"},
+	{event: "oauth-alg-none"},
 }
 
 type harness struct {
@@ -115,6 +126,11 @@ type harness struct {
 	tables dynamo.Tables
 	fn     *lambdatest.Function
 	last   events.APIGatewayV2HTTPResponse
+	// issuer is acme's OAuth issuer, an https OpenID issuer on loopback
+	// whose certificate the function trusts (SSL_CERT_FILE); tokens are
+	// the tokens the events name.
+	issuer *oidctest.Issuer
+	tokens map[string]string
 }
 
 // TestFunction runs the real bootstrap under aws-lambda-rie against
@@ -133,13 +149,15 @@ func testEvents(t *testing.T, bin string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { up.Close() })
-	h := &harness{st: db.Store(t, dynamo.Options{}), db: db.Client(t), tables: db.Tables}
+	h := &harness{st: db.Store(t, dynamo.Options{}), db: db.Client(t), tables: db.Tables, issuer: oidctest.Start(t, &oidctest.Options{TLS: true})}
 	h.seed(t, up.URL)
+	h.mintTokens(t)
 
 	h.fn = lambdatest.Start(t, bin, &lambdatest.Options{
 		FunctionName: "aegis-GatewayFunction",
 		Timeout:      6 * time.Second,
-		Env:          functionEnv(db, map[string]string{"UPSTREAM_TIMEOUT_SECS": "1", "FUNCTION_TIMEOUT_SECS": "6"}),
+		Env: functionEnv(db, map[string]string{"UPSTREAM_TIMEOUT_SECS": "1", "FUNCTION_TIMEOUT_SECS": "6",
+			"SSL_CERT_FILE": h.issuer.CertFile(t, t.TempDir())}),
 	})
 	posted := map[string]bool{}
 	for _, s := range steps {
@@ -151,9 +169,15 @@ func testEvents(t *testing.T, bin string) {
 			if s.before != nil {
 				s.before(h, t)
 			}
-			h.last = h.fn.InvokeFile(t, filepath.Join(eventsDir, s.event+".json"))
+			h.last = h.fn.Invoke(t, h.event(t, s.event))
 			posted[s.event] = true
 			got := replay.Normalize(t, h.last, replay.Stable{mcpSession, rlSession, delSession, traceID})
+			got = []byte(strings.ReplaceAll(string(got), h.issuer.URL, "<issuer>"))
+			for name, tok := range h.tokens {
+				if strings.Contains(h.last.Body, tok) || strings.Contains(h.fn.Log(), tok) {
+					t.Errorf("the %s token is in the response or the function's log", name)
+				}
+			}
 			replay.Compare(t, goldenDir, golden, got, *update)
 			if s.after != nil {
 				s.after(h, t)
@@ -169,6 +193,53 @@ func testEvents(t *testing.T, bin string) {
 		t.Errorf("the loopback escape was not logged at start:\n%s", h.fn.Log())
 	}
 	t.Logf("INIT duration under aws-lambda-rie: %v", h.fn.InitDuration(t))
+}
+
+// oauthResource is acme's resource as the events address it.
+const oauthResource = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/t/acme/mcp/crm"
+
+// mintTokens signs the events' tokens with the issuer's key, valid for
+// an hour from now (the function runs on the real clock), or expired an
+// hour ago.
+func (h *harness) mintTokens(t *testing.T) {
+	now := time.Now()
+	claims := func(mod func(map[string]any)) map[string]any {
+		c := h.issuer.Claims(oauthResource, now, time.Hour)
+		c["sub"], c["scope"] = caller, "mcp"
+		if mod != nil {
+			mod(c)
+		}
+		return c
+	}
+	k := h.issuer.Signing()
+	h.tokens = map[string]string{
+		"valid": h.issuer.Sign(t, k, claims(nil)),
+		"expired": h.issuer.Sign(t, k, claims(func(c map[string]any) {
+			c["iat"], c["nbf"], c["exp"] = now.Add(-2*time.Hour).Unix(), now.Add(-2*time.Hour).Unix(), now.Add(-time.Hour).Unix()
+		})),
+		"wrong-audience": h.issuer.Sign(t, k, claims(func(c map[string]any) {
+			c["aud"] = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/t/vault/mcp"
+		})),
+		"no-scope": h.issuer.Sign(t, k, claims(func(c map[string]any) { c["scope"] = "profile" })),
+		"alg-none": oidctest.Unsigned(t, claims(nil)),
+	}
+}
+
+// event reads a recorded event, with the tokens it names put in.
+func (h *harness) event(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(eventsDir, name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for tn, tok := range h.tokens {
+		s = strings.ReplaceAll(s, "{{token:"+tn+"}}", tok)
+	}
+	if strings.Contains(s, "{{token:") {
+		t.Fatalf("events/gateway/%s.json names a token the harness has not minted", name)
+	}
+	return []byte(s)
 }
 
 // functionEnv is the template's environment for the function, pointed at
@@ -211,7 +282,9 @@ func (h *harness) seed(t *testing.T, upstreamURL string) {
 		}
 	}
 	for _, tn := range []registry.Tenant{
-		{ID: "acme", Tier: registry.TierGrowth, RefusalShape: registry.ShapeError, Created: now},
+		{ID: "acme", Tier: registry.TierGrowth, RefusalShape: registry.ShapeError, Created: now, Issuers: []registry.Issuer{{
+			URL: h.issuer.URL, Audiences: []string{oauthResource}, RequiredScopes: []string{"mcp"},
+		}}},
 		{ID: "capped", Tier: registry.TierFree, Created: now},
 		{ID: "dark", Tier: registry.TierGrowth, Created: now},
 		// vault withholds answers that carry sensitive data (PII_ACTION=block

@@ -190,6 +190,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /admin/v1/tenants", h.listTenants)
 	m.HandleFunc("POST /admin/v1/tenants", h.createTenant)
 	m.HandleFunc("GET /admin/v1/tenants/{tenant}", h.getTenant)
+	m.HandleFunc("PUT /admin/v1/tenants/{tenant}/issuers", h.putIssuers)
 	m.HandleFunc("GET /admin/v1/tenants/{tenant}/servers", h.listServers)
 	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers", h.putServer)
 	m.HandleFunc("GET /admin/v1/tenants/{tenant}/keys", h.listKeys)

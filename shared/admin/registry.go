@@ -2,6 +2,7 @@ package admin
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -37,6 +38,15 @@ type TenantRequest struct {
 	WebhookURL       string `json:"webhook_url,omitempty"`
 	WebhookSecretRef string `json:"webhook_secret_ref,omitempty"`
 	NewTools         string `json:"new_tools,omitempty"` // pin (default) or hold
+	// Issuers are the OAuth authorization servers whose tokens the
+	// tenant accepts (registry.Issuer, docs/oauth.md).
+	Issuers []registry.Issuer `json:"issuers,omitempty"`
+}
+
+// IssuersRequest replaces a tenant's issuers (PUT .../issuers); an empty
+// list leaves the tenant with API keys only.
+type IssuersRequest struct {
+	Issuers []registry.Issuer `json:"issuers"`
 }
 
 // TenantList is the answer of GET /admin/v1/tenants.
@@ -84,7 +94,7 @@ func (h *Handler) createTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t := registry.Tenant{ID: req.ID, Tier: req.Tier, RefusalShape: req.RefusalShape, WebhookURL: req.WebhookURL,
-		WebhookSecretRef: req.WebhookSecretRef, NewTools: req.NewTools, Created: h.o.Now().UTC()}
+		WebhookSecretRef: req.WebhookSecretRef, NewTools: req.NewTools, Issuers: req.Issuers, Created: h.o.Now().UTC()}
 	if err := h.b.PutTenant(r.Context(), t); err != nil {
 		h.fail(w, r, err)
 		return
@@ -122,7 +132,47 @@ func (h *Handler) validTenant(req *TenantRequest) error {
 	if req.WebhookSecretRef != "" && !validRef(req.WebhookSecretRef) {
 		return badField("webhook_secret_ref", "want env:NAME, file:/path, secretsmanager:ID or ssm:/name")
 	}
+	return h.validIssuers(req.Issuers)
+}
+
+// validIssuers applies the config file's rule (registry.ValidateIssuers),
+// naming the field.
+func (h *Handler) validIssuers(issuers []registry.Issuer) error {
+	var ie *registry.IssuerError
+	if err := registry.ValidateIssuers(issuers, h.o.LocalMode); errors.As(err, &ie) {
+		return badField(fmt.Sprintf("issuers[%d].%s", ie.Index, ie.Field), ie.Reason)
+	} else if err != nil {
+		return badField("issuers", err.Error())
+	}
 	return nil
+}
+
+// putIssuers replaces a tenant's trusted issuers. The tenant record is
+// read and written back whole (last write wins, as for every tenant
+// field); the gateway sees the change within its registry cache's TTL.
+func (h *Handler) putIssuers(w http.ResponseWriter, r *http.Request) {
+	t, ok := h.tenant(w, r)
+	if !ok {
+		return
+	}
+	var req IssuersRequest
+	if err := readJSON(w, r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if err := h.validIssuers(req.Issuers); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	t.Issuers = req.Issuers
+	if len(t.Issuers) == 0 {
+		t.Issuers = nil
+	}
+	if err := h.b.PutTenant(r.Context(), t); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
 }
 
 // ServerRequest registers (or replaces) an upstream server of a tenant.

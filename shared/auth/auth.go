@@ -11,6 +11,7 @@ import (
 	"encoding/base32"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"strings"
 	"time"
 
@@ -61,6 +62,23 @@ func KeyID(key string) (string, bool) {
 	return id, true
 }
 
+// tokenKeyPrefix starts the key id of an OAuth token's caller. A ':'
+// never appears in an API key's id, so the two cannot collide.
+const tokenKeyPrefix = "oauth:"
+
+// TokenKeyID is the key id of the caller of an OAuth token (shared/oauth):
+// "oauth:" and 16 hex digits of the SHA-256 of issuer and caller, the same
+// for every token of that caller. It names the caller's windows (the per-key
+// rate limit, the session-mint ceiling) and Cedar's principal.key_id; there
+// is no key record of that id.
+func TokenKeyID(issuer, caller string) string {
+	sum := sha256.Sum256([]byte(issuer + "\x00" + caller))
+	return tokenKeyPrefix + hex.EncodeToString(sum[:8])
+}
+
+// IsTokenKeyID reports whether id is a TokenKeyID (no key record to read).
+func IsTokenKeyID(id string) bool { return strings.HasPrefix(id, tokenKeyPrefix) }
+
 func random(n int) []byte {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
@@ -69,17 +87,44 @@ func random(n int) []byte {
 	return b
 }
 
-// Error is an authentication failure: HTTP 401 {"error":"unauthorized: ..."}.
-// Its text never contains the presented key.
-type Error struct{ Reason string }
+// Error is an authentication failure: HTTP 401 {"error":"unauthorized: ..."},
+// or, for a valid OAuth token without a required scope, HTTP 403
+// {"error":"forbidden: ..."} (Status 403, Challenge "insufficient_scope",
+// Scope the scopes required). Its text never contains the presented key
+// or token.
+type Error struct {
+	Reason string
+	// Status is 0 (401) or http.StatusForbidden.
+	Status int
+	// Challenge is the RFC 6750 error code for WWW-Authenticate:
+	// "invalid_token", "insufficient_scope", or "" (no credentials, or
+	// an API key).
+	Challenge string
+	// Scope is the space-separated scopes an insufficient_scope
+	// refusal requires.
+	Scope string
+}
 
-func (e *Error) Error() string { return "unauthorized: " + e.Reason }
+func (e *Error) Error() string {
+	if e.Status == http.StatusForbidden {
+		return "forbidden: " + e.Reason
+	}
+	return "unauthorized: " + e.Reason
+}
+
+// HTTPStatus is 401, or the error's Status when set.
+func (e *Error) HTTPStatus() int {
+	if e.Status != 0 {
+		return e.Status
+	}
+	return http.StatusUnauthorized
+}
 
 // Failures a client can act on (seed 004, "Handling errors in a client").
 var (
-	ErrMissing   = &Error{"missing API key; send the header Authorization: Bearer KEY"}
-	ErrInvalid   = &Error{"invalid API key"}
-	ErrNotServed = &Error{"tenant not served by this gateway"}
+	ErrMissing   = &Error{Reason: "missing API key; send the header Authorization: Bearer KEY"}
+	ErrInvalid   = &Error{Reason: "invalid API key"}
+	ErrNotServed = &Error{Reason: "tenant not served by this gateway"}
 )
 
 // Served decides whether a tenant is served by this deployment.

@@ -38,6 +38,9 @@ type FileTenant struct {
 	NewTools string       `yaml:"new_tools"`
 	Keys     []FileKey    `yaml:"keys"`
 	Servers  []FileServer `yaml:"servers"`
+	// Issuers are the OAuth authorization servers whose tokens the
+	// tenant accepts on /t/{id}/mcp (docs/oauth.md).
+	Issuers []registry.Issuer `yaml:"issuers"`
 	// roles, cedar_policies, policy_mode, manifest: the tenant's policy
 	// set (policy.go; docs/policy.md).
 	Roles         map[string]policy.Role `yaml:"roles"`
@@ -158,6 +161,12 @@ func (f *File) Validate(local bool) error {
 			bad(p+".new_tools", "%v", err)
 		}
 		errs = append(errs, t.validatePolicy(p)...)
+		var ie *registry.IssuerError
+		if err := registry.ValidateIssuers(t.Issuers, local); errors.As(err, &ie) {
+			bad(fmt.Sprintf("%s.issuers[%d].%s", p, ie.Index, ie.Field), "%s", ie.Reason)
+		} else if err != nil {
+			bad(p+".issuers", "%v", err)
+		}
 		if t.WebhookSecretRef != "" {
 			if err := ValidateCredentialRef(t.WebhookSecretRef); err != nil {
 				bad(p+".webhook_secret_ref", "%v", err)
@@ -233,7 +242,7 @@ func (f *File) Registry() ([]registry.Tenant, []registry.Server, []registry.Key)
 		if shape == "" {
 			shape = registry.ShapeError
 		}
-		ts = append(ts, registry.Tenant{ID: t.ID, Tier: t.Tier, RefusalShape: shape, WebhookURL: t.WebhookURL, WebhookSecretRef: t.WebhookSecretRef, Content: t.Content, NewTools: t.NewTools})
+		ts = append(ts, registry.Tenant{ID: t.ID, Tier: t.Tier, RefusalShape: shape, WebhookURL: t.WebhookURL, WebhookSecretRef: t.WebhookSecretRef, Content: t.Content, NewTools: t.NewTools, Issuers: t.Issuers})
 		for _, s := range t.Servers {
 			ss = append(ss, registry.Server{Tenant: t.ID, Name: s.Name, URL: s.URL, Credential: s.Credential, Tools: s.Tools})
 		}

@@ -61,7 +61,8 @@ func leakyUpstream(t testing.TB) *httptest.Server {
 
 // fuzzPaths are the paths a fuzz input picks from (by its path byte); a
 // fuzzed suffix may follow.
-var fuzzPaths = []string{"/mcp", "/mcp/" + testServer, "/v1/invoke", "/mcp/nosuch", "/", "/health", "/admin/v1/tenants", "/mcp/" + testServer + "/x"}
+var fuzzPaths = []string{"/mcp", "/mcp/" + testServer, "/v1/invoke", "/mcp/nosuch", "/", "/health", "/admin/v1/tenants", "/mcp/" + testServer + "/x",
+	"/t/" + testTenant + "/mcp", "/t/" + testTenant + "/mcp/" + testServer, "/t/other/v1/invoke", "/.well-known/oauth-protected-resource/t/" + testTenant + "/mcp"}
 
 var fuzzMethods = []string{http.MethodPost, http.MethodGet, http.MethodDelete, http.MethodPut, http.MethodOptions}
 
@@ -162,6 +163,15 @@ func checkAnswer(t *testing.T, status int, h http.Header, body []byte, notificat
 		t.Fatalf("HTTP %d without X-Correlation-ID: %s", status, body)
 	}
 	switch {
+	case status == http.StatusOK && h.Get("Access-Control-Allow-Origin") == "*":
+		// Protected resource metadata (RFC 9728), the one 200 that is not
+		// JSON-RPC.
+		var m struct {
+			Resource string `json:"resource"`
+		}
+		if err := json.Unmarshal(body, &m); err != nil || m.Resource == "" {
+			t.Fatalf("HTTP 200 metadata without a resource: %q", body)
+		}
 	case status == http.StatusOK:
 		if strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") {
 			for _, line := range strings.Split(string(body), "\n") {

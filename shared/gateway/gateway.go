@@ -26,6 +26,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/correlation"
 	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/oauth"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/quota"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -127,8 +128,9 @@ type Gateway struct {
 	b      backend.Backend
 	reg    registry.Reader // b, or a per-process cache over it
 	auth   *auth.Authenticator
-	cat    *route.Catalog // tools
-	cats   route.Catalogs // tools, prompts, resources, templates
+	tokens *oauth.Validator // the tenants' issuers' JWTs (authn.go)
+	cat    *route.Catalog   // tools
+	cats   route.Catalogs   // tools, prompts, resources, templates
 	up     *upstream.Client
 	ledger *idempotency.Ledger
 	pipe   *pipeline.Pipeline
@@ -188,6 +190,7 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 		g.reg = registry.NewCache(b, g.o.RegistryCacheTTL, time.Minute, g.o.Now)
 	}
 	g.auth = auth.NewAuthenticator(g.reg, s.Served)
+	g.tokens = oauth.New(&oauth.Options{HTTP: g.o.HTTP, Local: s.LocalMode, Now: g.o.Now, Logger: g.o.Logger})
 	g.up = &upstream.Client{HTTP: g.o.HTTP, Timeout: s.UpstreamTimeout, MaxRetries: s.UpstreamMaxRetries, Creds: g.o.Credentials}
 	g.cat = route.NewCatalog(g.reg, toolLister(g.up), g.o.CatalogTTL, g.o.Now)
 	g.cats = route.Catalogs{
@@ -239,6 +242,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer span.End()
 	}
 	r = r.WithContext(ctx)
+	if path == WellKnownResource || strings.HasPrefix(path, WellKnownResource+"/") {
+		g.resourceMetadata(w, r, corr)
+		return
+	}
+	tenant, path, ok := splitTenant(path)
+	if !ok {
+		writeJSON(w, http.StatusNotFound, `{"error":"not found"}`)
+		return
+	}
 	var ep endpoint
 	switch {
 	case path == "/v1/invoke":
@@ -251,6 +263,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, `{"error":"not found"}`)
 		return
 	}
+	ep.tenant = tenant
 	if !g.originAllowed(r.Header.Get("Origin")) {
 		writeJSON(w, http.StatusForbidden, `{"error":"forbidden: origin not allowed"}`)
 		return
@@ -261,7 +274,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && ep.mcp && g.canStream(w):
 		g.listen(w, r, ep, corr)
 	case r.Method == http.MethodDelete && ep.mcp:
-		g.deleteSession(w, r, corr)
+		g.deleteSession(w, r, ep, corr)
 	default:
 		w.Header().Set("Allow", allow(ep))
 		writeJSON(w, http.StatusMethodNotAllowed, `{"error":"method not allowed"}`)
@@ -270,6 +283,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type endpoint struct {
 	invoke, mcp bool
+	tenant      string  // /t/{tenant}/...: "" on the paths without one (authn.go)
 	server      string  // /mcp/{server}
 	out         *stream // the answer on /mcp, which may become an event stream; nil on /v1/invoke
 }
@@ -378,19 +392,12 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		writeFrame(w, http.StatusBadRequest, refusal.Frame(jsonrpc.Null, refusal.Decode(derr), refusal.LayerGateway))
 		return
 	}
-	key, tenant, err := g.auth.Authenticate(ctx, r.Header.Get("Authorization"))
+	who, tenant, err := g.authenticate(ctx, r, ep)
 	if err != nil {
-		var ae *auth.Error
-		if errors.As(err, &ae) {
-			b, _ := json.Marshal(map[string]string{"error": ae.Error()})
-			w.Header().Set("WWW-Authenticate", `Bearer realm="aegis"`)
-			writeFrame(w, http.StatusUnauthorized, b)
-			return
-		}
-		g.o.Logger.Error("registry unavailable during authentication", "correlation_id", corr, "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, `{"error":"unavailable: the key registry could not be read; correlation id `+corr+`"}`)
+		g.refuseAuth(w, r, ep, corr, err)
 		return
 	}
+	key := who.key
 	if derr != nil {
 		if resp, ok := jsonrpc.DecodeResponse(body); ok && ep.mcp && jsonrpc.Member(body, "method") == nil {
 			g.clientAnswer(ctx, w, r, ep, key, tenant, corr, body, resp)
@@ -430,6 +437,9 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		PolicyHash:      audit.PolicyHashNone,
 		Inline:          g.b.InProcess(),
 		MCP:             ep.mcp,
+	}
+	if who.token {
+		c.Roles, c.Claims = who.roles, who.claims
 	}
 	switch {
 	case modern:
@@ -535,18 +545,13 @@ func (g *Gateway) internal(w http.ResponseWriter, c *pipeline.Call, err error) {
 // upstream.EndTimeout, failures logged), so that no upstream keeps state
 // for a session nobody can use. A session of another caller of the same
 // tenant is answered like an unknown one: 404, nothing deleted.
-func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request, corr string) {
-	key, tenant, err := g.auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request, ep endpoint, corr string) {
+	who, tenant, err := g.authenticate(r.Context(), r, ep)
 	if err != nil {
-		var ae *auth.Error
-		if errors.As(err, &ae) {
-			b, _ := json.Marshal(map[string]string{"error": ae.Error()})
-			writeFrame(w, http.StatusUnauthorized, b)
-			return
-		}
-		writeJSON(w, http.StatusServiceUnavailable, `{"error":"unavailable; correlation id `+corr+`"}`)
+		g.refuseAuth(w, r, ep, corr, err)
 		return
 	}
+	key := who.key
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
 		writeJSON(w, http.StatusBadRequest, `{"error":"Mcp-Session-Id header is required"}`)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
-	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -46,18 +44,12 @@ func (g *Gateway) canStream(w http.ResponseWriter) bool {
 // client has no such stream (405).
 func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, corr string) {
 	ctx := r.Context()
-	key, tenant, err := g.auth.Authenticate(ctx, r.Header.Get("Authorization"))
+	who, tenant, err := g.authenticate(ctx, r, ep)
 	if err != nil {
-		var ae *auth.Error
-		if errors.As(err, &ae) {
-			b, _ := json.Marshal(map[string]string{"error": ae.Error()})
-			w.Header().Set("WWW-Authenticate", `Bearer realm="aegis"`)
-			writeFrame(w, http.StatusUnauthorized, b)
-			return
-		}
-		writeJSON(w, http.StatusServiceUnavailable, `{"error":"unavailable: the key registry could not be read; correlation id `+corr+`"}`)
+		g.refuseAuth(w, r, ep, corr, err)
 		return
 	}
+	key := who.key
 	if !acceptsSSE(r.Header.Values("Accept")) {
 		writeJSON(w, http.StatusNotAcceptable, `{"error":"Accept must list text/event-stream"}`)
 		return
@@ -71,6 +63,9 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, co
 		Tenant: tenant, Caller: key.Caller, KeyID: key.ID, CorrelationID: corr,
 		Method: "GET", Start: g.o.Now(), PolicyHash: audit.PolicyHashNone,
 		Inline: g.b.InProcess(), MCP: true, SessionID: r.Header.Get("Mcp-Session-Id"), RequestedServer: ep.server,
+	}
+	if who.token {
+		c.Roles, c.Claims = who.roles, who.claims
 	}
 	if c.SessionID == "" {
 		writeJSON(w, http.StatusBadRequest, `{"error":"Mcp-Session-Id header is required"}`)

@@ -60,12 +60,17 @@ type Call struct {
 	PolicyHash     string // hash of the policy set in force (audit)
 
 	// Roles are the roles the caller's credential carries
-	// (registry.Key.Roles), and KeyManifest its manifest (nil: none), both
-	// set by authentication from the record it verified. Nil Roles: not
-	// known; the policy stage then reads both from the key record and
-	// sets Roles (non-nil, empty for none).
+	// (registry.Key.Roles, or an OAuth token's roles and scopes), and
+	// KeyManifest its key's manifest (nil: none), both set by
+	// authentication from what it verified. Nil Roles: not known; the
+	// policy stage then reads both from the key record and sets Roles
+	// (non-nil, empty for none).
 	Roles       []string
 	KeyManifest *policy.Manifest
+	// Claims is the caller's OAuth token's payload (a JSON object) when
+	// it came with one (shared/oauth), for the policy; nil with an API
+	// key.
+	Claims json.RawMessage
 	// What the policy stage decided (shared/policycheck). PolicyApproval:
 	// the policy requires a human's approval, and the approval stage holds
 	// the call as it does a tool with requires_approval. PolicyVerdict is

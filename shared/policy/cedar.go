@@ -135,6 +135,8 @@ func (l *cedarLayer) entitiesCached(req *Request, r reads) (principal, action, r
 		b.WriteString(role)
 		b.WriteByte(1)
 	}
+	b.WriteByte(3)
+	b.Write(req.Caller.Claims)
 	if r&readsAnnotations != 0 {
 		b.WriteByte(2)
 		b.Write(req.Annotations)
@@ -464,6 +466,8 @@ func entitiesOf(req *Request, r reads) (principal, action, resource types.Entity
 				"tenant": types.String(req.Tenant),
 				"roles":  types.NewSet(roles...),
 				"key_id": types.String(req.Caller.KeyID),
+				// The OAuth token's claims; the empty record with an API key.
+				"claims": annotationsOf(req.Caller.Claims),
 			}),
 		},
 		resource: {UID: resource, Parents: types.NewEntityUIDSet(server), Attributes: types.NewRecord(attrs)},

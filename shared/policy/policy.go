@@ -100,11 +100,13 @@ type Request struct {
 }
 
 // Caller is who is calling: the authenticated caller, its API key and the
-// roles the key carries.
+// roles the key carries, or, for a caller with an OAuth token, the roles
+// and the claims (a JSON object; nil with an API key) the token carries.
 type Caller struct {
-	ID    string
-	KeyID string
-	Roles []string
+	ID     string
+	KeyID  string
+	Roles  []string
+	Claims json.RawMessage
 }
 
 // Session holds the facts of the call's session that the gate bounds.

@@ -51,6 +51,7 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/policy"
@@ -331,7 +332,7 @@ func Request(c *pipeline.Call, now time.Time) *policy.Request {
 	req := &policy.Request{
 		Method: c.Method,
 		Tenant: c.Tenant.ID,
-		Caller: policy.Caller{ID: c.Caller, KeyID: c.KeyID, Roles: c.Roles},
+		Caller: policy.Caller{ID: c.Caller, KeyID: c.KeyID, Roles: c.Roles, Claims: c.Claims},
 		Session: policy.Session{
 			ID: c.SessionID, Started: c.Session.Created, LastAllowed: c.Session.LastAllowed,
 			ToolCalls: c.Session.ToolCalls, Steps: c.Session.Steps,
@@ -425,7 +426,7 @@ type keyFacts struct {
 // narrow, is then missing: the tenant's still bounds.
 func (k *Check) key(ctx context.Context, tenant, keyID string) keyFacts {
 	out := keyFacts{roles: []string{}}
-	if keyID == "" {
+	if keyID == "" || auth.IsTokenKeyID(keyID) { // an OAuth token's caller has no key record
 		return out
 	}
 	now := k.o.Now()

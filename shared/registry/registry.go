@@ -43,6 +43,10 @@ type Tenant struct {
 	// called (trust on first use); NewToolsHold keeps it out of tools/list
 	// and refuses calls to it until an operator pins it.
 	NewTools string `json:"new_tools,omitempty"`
+	// Issuers are the OAuth authorization servers whose access tokens
+	// this tenant accepts besides its API keys (issuer.go); nil: API
+	// keys only.
+	Issuers []Issuer `json:"issuers,omitempty"`
 }
 
 // The values of Tenant.NewTools, the first the default.

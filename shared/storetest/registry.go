@@ -17,7 +17,13 @@ func testRegistry(t *testing.T, nb NewBackend) {
 		t.Fatalf("Tenant(absent) err = %v, want ErrNotFound", err)
 	}
 	acme := registry.Tenant{ID: "acme", Tier: registry.TierGrowth, RefusalShape: registry.ShapeResult,
-		WebhookURL: "https://hooks.example/a", WebhookSecretRef: "env:HOOK", Created: t0}
+		WebhookURL: "https://hooks.example/a", WebhookSecretRef: "env:HOOK", Created: t0,
+		// Issuers are stored with the tenant, every field round-tripped.
+		Issuers: []registry.Issuer{{
+			URL: "https://login.example/realms/acme", Audiences: []string{"https://gw.example/t/acme/mcp"},
+			Algorithms: []string{"RS256", "EdDSA"}, CallerClaim: "email", RolesClaim: "groups",
+			ScopeRoles: map[string][]string{"tools:write": {"writer", "ops"}}, RequiredScopes: []string{"mcp"},
+		}, {URL: "https://idp.example", Audiences: []string{"https://gw.example/t/acme/mcp", "https://gw.example/t/acme/mcp/files"}}}}
 	beta := registry.Tenant{ID: "beta", Tier: registry.TierFree, Created: t0}
 	for _, tn := range []registry.Tenant{beta, acme} {
 		if err := r.PutTenant(c, tn); err != nil {
