@@ -12,21 +12,20 @@ import (
 	"github.com/aegis-gw/aegis/shared/wiring"
 )
 
+// createTablesDetail is the help text of `aegis admin create-tables`.
+const createTablesDetail = "Creates the DynamoDB tables named by AEGIS_STATE_TABLE (default aegis-state) and\n" +
+	"AEGIS_AUDIT_TABLE (default aegis-audit): pk/sk strings, on-demand, TTL on \"ttl\".\n" +
+	"The endpoint, region and credentials come from the standard AWS SDK settings,\n" +
+	"e.g. AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:PORT for a local server."
+
 // runCreateTables is `aegis admin create-tables`: it creates the state and
 // audit tables (AEGIS_STATE_TABLE, AEGIS_AUDIT_TABLE) where the standard SDK
 // settings point (AWS_ENDPOINT_URL_DYNAMODB for a local server), waits until
 // they are active and turns TTL on. Tables that exist are left as they are.
 func runCreateTables(args []string) int {
-	fs := flag.NewFlagSet("admin create-tables", flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: aegis admin create-tables\n\n"+
-			"Creates the DynamoDB tables named by AEGIS_STATE_TABLE (default aegis-state) and\n"+
-			"AEGIS_AUDIT_TABLE (default aegis-audit): pk/sk strings, on-demand, TTL on \"ttl\".\n"+
-			"The endpoint, region and credentials come from the standard AWS SDK settings,\n"+
-			"e.g. AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:PORT for a local server.")
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs := flag.NewFlagSet("aegis admin create-tables", flag.ContinueOnError)
+	if err := parseFlags(fs, "admin create-tables", args); err != nil {
+		return exitOf(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -59,14 +59,14 @@ func openStore(ctx context.Context, kind string) (store, error) {
 }
 
 func runServe(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet("aegis serve", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 	demoMode := fs.Bool("demo", false, "start a demo upstream and the demo tenant")
 	cfgPath := fs.String("config", "", "YAML configuration file (tenants, servers, keys)")
 	storeKind := fs.String("store", "memory", "state store: memory or dynamodb")
 	pprofAddr := fs.String("pprof", "", "serve Go's profiler on this loopback address (benchmarking)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if err := parseFlags(fs, "serve", args); err != nil {
+		return exitOf(err)
 	}
 	// The same logger as the Lambda functions: correlation ids from the
 	// context, and credential-named attributes redacted.
