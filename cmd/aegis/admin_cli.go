@@ -311,8 +311,21 @@ func cmdTools(sub string, args []string) int {
 		if sub == "stop" {
 			verb = "stopped"
 		}
-		fmt.Fprintf(w, "%s %s for tenant %s\n", verb, what, cell(*tenant))
+		fmt.Fprintf(w, "%s %s for tenant %s: %s\n", verb, what, cell(*tenant), inForce(ans))
 	})
+}
+
+// inForce says when a stop or resume holds on every instance.
+func inForce(a admin.StopAnswer) string {
+	if a.InForceAfterSecs <= 0 {
+		return "in force now (stops are read on every call on this gateway's store)"
+	}
+	still := "refuse it"
+	if a.Stopped {
+		still = "run it"
+	}
+	return fmt.Sprintf("in force on every instance by %s (instances re-read stops every %gs, KILL_SWITCH_REFRESH_SECS; until then one may still %s)",
+		ts(a.InForceBy), a.InForceAfterSecs, still)
 }
 
 // --- registry ---

@@ -35,7 +35,7 @@ func startLocal(t *testing.T, adminKey string) (*httptest.Server, *demo.Server) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, _, err := mountAdmin(gw, m, log)
+	h, _, err := mountAdmin(gw, m, log, ops{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,3 +103,8 @@ func (k *Check) record(ctx context.Context, key string, failed bool) error {
 }
 
 func isConflict(err error) bool { return errors.Is(err, store.ErrConflict) }
+
+// StateAt is the name of c's state at now: "closed", "open" or
+// "half-open", as the check decides on it (for operators: metrics, the
+// admin API).
+func StateAt(c Circuit, now time.Time) string { return stateAt(c, now).String() }

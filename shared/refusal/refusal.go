@@ -298,9 +298,15 @@ func Capability(reason string) *Refusal {
 	return New(CapabilityDenied, "Outside the session's grant: "+reason).With("reason", reason)
 }
 
-// Stopped is -32062 for a tool or a whole server.
+// Stopped is -32062 for a tool an operator stopped.
 func Stopped(tool, server string) *Refusal {
 	return New(ToolStopped, fmt.Sprintf("Tool %s on %s is stopped by an operator", tool, server))
+}
+
+// ServerStopped is -32062 for a call to a server an operator stopped as a
+// whole (every tool on it).
+func ServerStopped(server string) *Refusal {
+	return New(ToolStopped, fmt.Sprintf("Server %s is stopped by an operator (every tool on it)", server))
 }
 
 // Schema is -32602 for arguments that fail the called tool's inputSchema

@@ -126,7 +126,9 @@ func AccessLog(next http.Handler, log *slog.Logger, now func() time.Time) http.H
 			slog.Int("status", status),
 			slog.Int64("bytes", rec.bytes),
 			slog.Float64("latency_ms", float64(now().Sub(start).Microseconds())/1000),
-			slog.String(LogKeyCorrelationID, w.Header().Get(correlation.Header)),
+		}
+		if corr := w.Header().Get(correlation.Header); corr != "" {
+			attrs = append(attrs, slog.String(LogKeyCorrelationID, corr))
 		}
 		if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 			attrs = append(attrs, slog.String("remote", host))
