@@ -233,9 +233,9 @@ func cmdApprovals(sub string, args []string) int {
 		var out admin.ApprovalList
 		raw, err := c.do(http.MethodGet, path, nil, &out)
 		return c.finish(raw, err, func(w io.Writer) {
-			fmt.Fprintln(w, "ID\tSTATUS\tTENANT\tCALLER\tSERVER\tTOOL\tCREATED\tEXPIRES\tPARAMS")
+			fmt.Fprintln(w, "ID\tSTATUS\tTENANT\tCALLER\tSERVER\tTOOL\tCREATED\tEXPIRES\tCONSUMED\tPARAMS")
 			for _, a := range out.Approvals {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(a.ID), cell(string(a.Status)), cell(a.Tenant), cell(a.Caller), cell(a.Server), cell(a.Tool), ts(a.Created), ts(a.Expires), cell(string(a.Params)))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(a.ID), cell(string(a.Status)), cell(a.Tenant), cell(a.Caller), cell(a.Server), cell(a.Tool), ts(a.Created), ts(a.Expires), ts(a.ConsumedAt), cell(string(a.Params)))
 			}
 		})
 	case "approve", "deny":
