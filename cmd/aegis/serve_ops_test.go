@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -214,5 +215,12 @@ func TestServeStopInForceOnDynamo(t *testing.T) {
 	if !strings.Contains(out, "stopped tool echo on mock-primary for tenant demo: in force on every instance by ") ||
 		!strings.Contains(out, "(instances re-read stops every 3s, KILL_SWITCH_REFRESH_SECS; until then one may still run it)") {
 		t.Fatalf("stop answer: %q", out)
+	}
+	// The DynamoDB operations are timed, and the circuit states read from
+	// the tables.
+	st, m := get(t, p.base, "/metrics", adminKey)
+	if st != 200 || !regexp.MustCompile(`(?m)^aegis_store_duration_seconds_count\{operation="PutItem",result="ok"\} [1-9]`).MatchString(m) ||
+		!strings.Contains(m, `aegis_circuit_state{server="mock-primary",state="closed",tenant="demo"} 1`) {
+		t.Fatalf("/metrics on DynamoDB (%d):\n%s", st, m)
 	}
 }

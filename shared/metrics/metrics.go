@@ -15,6 +15,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
@@ -67,7 +68,6 @@ type Registry struct {
 	upInFlight   *prometheus.GaugeVec
 	storeSeconds *prometheus.HistogramVec
 	reqInFlight  prometheus.Gauge
-	circuitErrs  prometheus.Counter
 }
 
 // New returns the metrics; circuits (nil: no circuit metrics) is read at
@@ -102,15 +102,11 @@ func New(circuits Circuits) *Registry {
 			Name: "aegis_http_requests_in_flight",
 			Help: "HTTP requests this process is serving now.",
 		}),
-		circuitErrs: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "aegis_circuit_read_errors_total",
-			Help: "Scrapes whose circuit states could not be read from the store.",
-		}),
 	}
-	m.reg.MustRegister(m.calls, m.callSeconds, m.upSeconds, m.upInFlight, m.storeSeconds, m.reqInFlight, m.circuitErrs,
+	m.reg.MustRegister(m.calls, m.callSeconds, m.upSeconds, m.upInFlight, m.storeSeconds, m.reqInFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if circuits != nil {
-		m.reg.MustRegister(&circuitCollector{list: circuits, errs: m.circuitErrs})
+		m.reg.MustRegister(&circuitCollector{list: circuits})
 	}
 	return m
 }
@@ -173,25 +169,35 @@ func (m *Registry) AddAWSMiddleware(s *middleware.Stack) error {
 		}), middleware.Before)
 }
 
-// circuitCollector reports aegis_circuit_state at each scrape.
+// circuitCollector reports aegis_circuit_state at each scrape, and how
+// many scrapes could not read the states (counted and reported in the same
+// Collect, so a scrape shows its own failure).
 type circuitCollector struct {
 	list Circuits
-	errs prometheus.Counter
+	errs atomic.Int64
 }
 
-var circuitDesc = prometheus.NewDesc("aegis_circuit_state",
-	"Circuit breaker state per tenant and server, shared by every instance: 1 for the current state.",
-	[]string{"tenant", "server", "state"}, nil)
+var (
+	circuitDesc = prometheus.NewDesc("aegis_circuit_state",
+		"Circuit breaker state per tenant and server, shared by every instance: 1 for the current state.",
+		[]string{"tenant", "server", "state"}, nil)
+	circuitErrDesc = prometheus.NewDesc("aegis_circuit_read_errors_total",
+		"Scrapes whose circuit states could not be read (in full) from the store.", nil, nil)
+)
 
-func (c *circuitCollector) Describe(ch chan<- *prometheus.Desc) { ch <- circuitDesc }
+func (c *circuitCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- circuitDesc
+	ch <- circuitErrDesc
+}
 
 func (c *circuitCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), CircuitTimeout)
 	defer cancel()
 	cs, err := c.list(ctx)
 	if err != nil {
-		c.errs.Inc()
+		c.errs.Add(1)
 	}
+	ch <- prometheus.MustNewConstMetric(circuitErrDesc, prometheus.CounterValue, float64(c.errs.Load()))
 	for _, ci := range cs {
 		for _, st := range States {
 			v := 0.0
