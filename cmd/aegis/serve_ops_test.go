@@ -224,3 +224,23 @@ func TestServeStopInForceOnDynamo(t *testing.T) {
 		t.Fatalf("/metrics on DynamoDB (%d):\n%s", st, m)
 	}
 }
+
+// AEGIS_TRACE_STDOUT=1 is honoured by aegis serve: each request's X-Ray
+// segment is a JSON line on stderr; AEGIS_METRICS=emf writes the EMF line
+// of each call there too.
+func TestServeTraceAndEMFOnStderr(t *testing.T) {
+	demoKey := "aegis_tracetest01_" + strings.Repeat("x", 24)
+	p := startServe(t, []string{"AEGIS_TRACE_STDOUT=1", "AEGIS_METRICS=emf", "AEGIS_DEMO_KEY=" + demoKey}, "--demo")
+	if _, a, err := invoke(&http.Client{Timeout: time.Minute}, p.base, demoKey, "echo", map[string]string{"message": "x"}); err != nil || a.text() != "x" {
+		t.Fatalf("echo: %v %s", err, a.raw)
+	}
+	p.signal(t, 15)
+	p.wait(t, time.Minute)
+	logs := p.stderr.String()
+	if !strings.Contains(logs, `"name":"aegis"`) || !strings.Contains(logs, `"trace_id":"1-`) {
+		t.Fatalf("no X-Ray segment on stderr:\n%s", logs)
+	}
+	if !strings.Contains(logs, `"CloudWatchMetrics"`) || !strings.Contains(logs, `"Tenant":"demo"`) {
+		t.Fatalf("no EMF line on stderr:\n%s", logs)
+	}
+}
