@@ -29,9 +29,9 @@ func notifier(log *slog.Logger) approval.Notifier {
 type ops struct {
 	ready   http.Handler // GET /readyz; nil: not served
 	metrics http.Handler // GET /metrics, behind the admin key; nil: not served (AEGIS_METRICS)
-	// stopRefresh is how long a stop takes to be in force on every
+	// killSwitchRefresh is how long a stop takes to be in force on every
 	// instance (KILL_SWITCH_REFRESH_SECS; 0 on the embedded store).
-	stopRefresh time.Duration
+	killSwitchRefresh time.Duration
 }
 
 // mountAdmin serves the gateway at /, the admin API at /admin/, and the
@@ -55,7 +55,7 @@ func mountAdmin(gw *gateway.Gateway, b backend.Backend, log *slog.Logger, o ops)
 		}
 		return mux, "admin API and /metrics off: set " + envAdminKey + " (24+ characters, e.g. `aegis admin new-key`) to serve them", nil
 	}
-	h, err := admin.New(b, &admin.Options{AdminKey: key, Catalog: gw.Catalog(), LocalMode: true, Logger: log, StopRefresh: o.stopRefresh})
+	h, err := admin.New(b, &admin.Options{AdminKey: key, Catalog: gw.Catalog(), LocalMode: true, Logger: log, KillSwitchRefresh: o.killSwitchRefresh})
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", envAdminKey, err)
 	}

@@ -209,7 +209,7 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, tel telemetry.
 	if err != nil {
 		return err
 	}
-	o := ops{ready: readiness(b.Backend, reg, log), stopRefresh: settings.KillSwitchRefresh}
+	o := ops{ready: readiness(b.Backend, reg, log), killSwitchRefresh: settings.KillSwitchRefresh}
 	if prom != nil {
 		o.metrics = prom.Handler()
 	}

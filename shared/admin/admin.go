@@ -58,11 +58,11 @@ type Options struct {
 	// which cannot reach upstreams): a tool stop must say "unlisted".
 	Catalog Catalog
 
-	// StopRefresh is how long a stop or resume takes to be in force on
+	// KillSwitchRefresh is how long a stop or resume takes to be in force on
 	// every instance: KILL_SWITCH_REFRESH_SECS, each instance's re-read
 	// period; 0 when stops are read on every call (the embedded store of
 	// aegis serve). Stop answers say when it is in force (StopAnswer).
-	StopRefresh time.Duration
+	KillSwitchRefresh time.Duration
 
 	LocalMode bool             // upstream URLs may be http and loopback (aegis serve)
 	Now       func() time.Time // nil = time.Now

@@ -135,7 +135,7 @@ func (h *Handler) stop(on bool, kind stopKind) http.HandlerFunc {
 		}
 		h.record(r.Context(), rec)
 		writeJSON(w, http.StatusOK, StopAnswer{Stopped: on, Stop: st, Name: target.name,
-			InForceBy: now.Add(h.o.StopRefresh), InForceAfterSecs: h.o.StopRefresh.Seconds()})
+			InForceBy: now.Add(h.o.KillSwitchRefresh), InForceAfterSecs: h.o.KillSwitchRefresh.Seconds()})
 	}
 }
 

@@ -31,7 +31,7 @@ func TestStopAnswerInForce(t *testing.T) {
 		must(t, m.PutTenant(context.Background(), registry.Tenant{ID: "acme", Tier: registry.TierFree}))
 		must(t, m.PutServer(context.Background(), registry.Server{Tenant: "acme", Name: "billing", URL: "http://127.0.0.1:9/mcp"}))
 		key := admin.NewKey()
-		h, err := admin.New(m, &admin.Options{AdminKey: key, StopRefresh: tc.refresh, Now: clock.Now})
+		h, err := admin.New(m, &admin.Options{AdminKey: key, KillSwitchRefresh: tc.refresh, Now: clock.Now})
 		must(t, err)
 		for _, verb := range []string{"stop", "resume"} {
 			req := httptest.NewRequest(http.MethodPost, "/admin/v1/tenants/acme/servers/billing/"+verb, strings.NewReader(`{}`))

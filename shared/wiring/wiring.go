@@ -169,7 +169,7 @@ func LambdaAdmin(ctx context.Context, getenv func(string) string, principal admi
 	if err != nil {
 		return nil, err
 	}
-	return admin.New(st, &admin.Options{TrustIAM: principal, Logger: tel.Logger, StopRefresh: s.KillSwitchRefresh})
+	return admin.New(st, &admin.Options{TrustIAM: principal, Logger: tel.Logger, KillSwitchRefresh: s.KillSwitchRefresh})
 }
 
 // EnvAllowLoopback is the test-only escape of the Lambda harness
