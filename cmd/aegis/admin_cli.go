@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/user"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -41,6 +42,7 @@ const defaultAdminURL = "http://127.0.0.1:8080"
 
 // cli is one invocation: common flags and the client.
 type cli struct {
+	path   string // the command's path for its help ("admin approvals list")
 	fs     *flag.FlagSet
 	url    *string
 	json   *bool
@@ -52,7 +54,7 @@ type cli struct {
 func newCLI(name string) *cli {
 	fs := flag.NewFlagSet("aegis admin "+name, flag.ContinueOnError)
 	fs.SetOutput(cliErr)
-	return &cli{fs: fs,
+	return &cli{fs: fs, path: "admin " + name,
 		url:    fs.String("url", defaultAdminURL, "gateway base URL"),
 		json:   fs.Bool("json", false, "print JSON instead of a table"),
 		sigv4:  fs.Bool("sigv4", false, "sign with AWS credentials (IAM auth) instead of "+envAdminKey+"; automatic for execute-api URLs"),
@@ -61,7 +63,13 @@ func newCLI(name string) *cli {
 }
 
 // parse parses flags wherever they appear among the positional arguments.
+// --help prints the command's help and returns errHelp (exitOf: status 0).
 func (c *cli) parse(args []string) error {
+	if helpRequested(args) {
+		leafHelp(cliOut, c.path, c.fs)
+		return errHelp
+	}
+	c.fs.Usage = func() { fmt.Fprintf(cliErr, "run \"aegis %s --help\" for its flags\n", c.path) }
 	for {
 		if err := c.fs.Parse(args); err != nil {
 			return err
@@ -202,17 +210,14 @@ func esc(s string) string { return url.PathEscape(s) }
 
 // --- approvals ---
 
-func cmdApprovals(args []string) int {
-	if len(args) == 0 {
-		return usageErr("approvals: want list, approve ID or deny ID")
-	}
-	c := newCLI("approvals " + args[0])
-	switch args[0] {
+func cmdApprovals(sub string, args []string) int {
+	c := newCLI("approvals " + sub)
+	switch sub {
 	case "list":
 		status := c.fs.String("status", "", "pending, approved, denied, running, unsettled, consumed or expired")
 		tenant := c.fs.String("tenant", "", "only this tenant")
-		if c.parse(args[1:]) != nil {
-			return 2
+		if err := c.parse(args); err != nil {
+			return exitOf(err)
 		}
 		q := url.Values{}
 		if *status != "" {
@@ -228,49 +233,46 @@ func cmdApprovals(args []string) int {
 		var out admin.ApprovalList
 		raw, err := c.do(http.MethodGet, path, nil, &out)
 		return c.finish(raw, err, func(w io.Writer) {
-			fmt.Fprintln(w, "ID\tSTATUS\tTENANT\tCALLER\tSERVER\tTOOL\tCREATED\tEXPIRES\tPARAMS")
+			fmt.Fprintln(w, "ID\tSTATUS\tTENANT\tCALLER\tSERVER\tTOOL\tCREATED\tEXPIRES\tCONSUMED\tPARAMS")
 			for _, a := range out.Approvals {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(a.ID), cell(string(a.Status)), cell(a.Tenant), cell(a.Caller), cell(a.Server), cell(a.Tool), ts(a.Created), ts(a.Expires), cell(string(a.Params)))
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(a.ID), cell(string(a.Status)), cell(a.Tenant), cell(a.Caller), cell(a.Server), cell(a.Tool), ts(a.Created), ts(a.Expires), ts(a.ConsumedAt), cell(string(a.Params)))
 			}
 		})
 	case "approve", "deny":
 		reason := c.fs.String("reason", "", "why (recorded in the audit trail)")
-		by := c.fs.String("by", os.Getenv("USER"), "who decides (recorded with the admin principal)")
-		if c.parse(args[1:]) != nil {
-			return 2
+		by := c.fs.String("by", defaultBy(), "who decides (recorded with the admin principal)")
+		if err := c.parse(args); err != nil {
+			return exitOf(err)
 		}
 		if len(c.args) != 1 {
-			return usageErr("approvals %s: want exactly one approval ID", args[0])
+			return usageErr("approvals %s: want exactly one approval ID", sub)
 		}
 		var a admin.ApprovalItem
-		raw, err := c.do(http.MethodPost, "/admin/v1/approvals/"+esc(c.args[0])+"/"+args[0], admin.DecisionRequest{Reason: *reason, By: *by}, &a)
+		raw, err := c.do(http.MethodPost, "/admin/v1/approvals/"+esc(c.args[0])+"/"+sub, admin.DecisionRequest{Reason: *reason, By: *by}, &a)
 		return c.finish(raw, err, func(w io.Writer) {
 			fmt.Fprintf(w, "approval %s is %s (by %s)\n", cell(a.ID), cell(string(a.Status)), cell(a.DecidedBy))
 		})
 	}
-	return usageErr("approvals: unknown subcommand %q", args[0])
+	return usageErr("approvals: unknown subcommand %q", sub)
 }
 
 // --- kill switch ---
 
-func cmdTools(args []string) int {
-	if len(args) == 0 || (args[0] != "stop" && args[0] != "resume" && args[0] != "list") {
-		return usageErr("tools: want stop, resume or list")
-	}
-	c := newCLI("tools " + args[0])
+func cmdTools(sub string, args []string) int {
+	c := newCLI("tools " + sub)
 	tenant := c.fs.String("tenant", "", "tenant (required)")
 	server := c.fs.String("server", "", "server; with --tool optional (the tool is then found by the name tools/list shows)")
 	tool := c.fs.String("tool", "", "tool: the name tools/list shows (a.echo) or the server's own; empty = the whole --server")
 	unlisted := c.fs.Bool("unlisted", false, "stop --tool on --server as given, even if the server does not list it (yet)")
 	reason := c.fs.String("reason", "", "why (recorded)")
-	by := c.fs.String("by", os.Getenv("USER"), "who (recorded with the admin principal)")
-	if c.parse(args[1:]) != nil {
-		return 2
+	by := c.fs.String("by", defaultBy(), "who (recorded with the admin principal)")
+	if err := c.parse(args); err != nil {
+		return exitOf(err)
 	}
 	if *tenant == "" {
-		return usageErr("tools %s: --tenant is required", args[0])
+		return usageErr("tools %s: --tenant is required", sub)
 	}
-	if args[0] == "list" {
+	if sub == "list" {
 		var out admin.StopList
 		raw, err := c.do(http.MethodGet, "/admin/v1/tenants/"+esc(*tenant)+"/stops", nil, &out)
 		return c.finish(raw, err, func(w io.Writer) {
@@ -281,10 +283,10 @@ func cmdTools(args []string) int {
 		})
 	}
 	if *server == "" && *tool == "" {
-		return usageErr("tools %s: give --tool, --server, or both", args[0])
+		return usageErr("tools %s: give --tool, --server, or both", sub)
 	}
 	if *unlisted && (*server == "" || *tool == "") {
-		return usageErr("tools %s: --unlisted needs --server and --tool", args[0])
+		return usageErr("tools %s: --unlisted needs --server and --tool", sub)
 	}
 	path := "/admin/v1/tenants/" + esc(*tenant)
 	switch {
@@ -296,7 +298,7 @@ func cmdTools(args []string) int {
 		path += "/servers/" + esc(*server) + "/tools/" + esc(*tool)
 	}
 	var ans admin.StopAnswer
-	raw, err := c.do(http.MethodPost, path+"/"+args[0], admin.StopRequest{Reason: *reason, By: *by, Unlisted: *unlisted}, &ans)
+	raw, err := c.do(http.MethodPost, path+"/"+sub, admin.StopRequest{Reason: *reason, By: *by, Unlisted: *unlisted}, &ans)
 	return c.finish(raw, err, func(w io.Writer) {
 		what := "server " + cell(ans.Stop.Server)
 		if ans.Stop.Tool != "" {
@@ -306,25 +308,34 @@ func cmdTools(args []string) int {
 			what += " (named " + cell(ans.Name) + ")"
 		}
 		verb := "resumed"
-		if args[0] == "stop" {
+		if sub == "stop" {
 			verb = "stopped"
 		}
-		fmt.Fprintf(w, "%s %s for tenant %s\n", verb, what, cell(*tenant))
+		fmt.Fprintf(w, "%s %s for tenant %s: %s\n", verb, what, cell(*tenant), inForce(ans))
 	})
+}
+
+// inForce says when a stop or resume holds on every instance.
+func inForce(a admin.StopAnswer) string {
+	if a.InForceAfterSecs <= 0 {
+		return "in force now (stops are read on every call on this gateway's store)"
+	}
+	still := "refuse it"
+	if a.Stopped {
+		still = "run it"
+	}
+	return fmt.Sprintf("in force on every instance by %s (instances re-read stops every %gs, KILL_SWITCH_REFRESH_SECS; until then one may still %s)",
+		ts(a.InForceBy), a.InForceAfterSecs, still)
 }
 
 // --- registry ---
 
-func cmdTenants(args []string) int {
-	sub := "list"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		sub, args = args[0], args[1:]
-	}
+func cmdTenants(sub string, args []string) int {
 	c := newCLI("tenants " + sub)
 	switch sub {
 	case "list":
-		if c.parse(args) != nil {
-			return 2
+		if err := c.parse(args); err != nil {
+			return exitOf(err)
 		}
 		var out admin.TenantList
 		raw, err := c.do(http.MethodGet, "/admin/v1/tenants", nil, &out)
@@ -339,8 +350,8 @@ func cmdTenants(args []string) int {
 		shape := c.fs.String("refusal-shape", "", "error (default) or result")
 		hook := c.fs.String("webhook-url", "", "approval webhook URL")
 		hookRef := c.fs.String("webhook-secret-ref", "", "reference to the webhook's HMAC secret (env:NAME, ssm:/name, ...)")
-		if c.parse(args) != nil {
-			return 2
+		if err := c.parse(args); err != nil {
+			return exitOf(err)
 		}
 		if len(c.args) != 1 {
 			return usageErr("tenants create: want exactly one tenant ID")
@@ -358,17 +369,13 @@ type repeated []string
 func (r *repeated) String() string     { return strings.Join(*r, ",") }
 func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
-func cmdServers(args []string) int {
-	sub := "list"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		sub, args = args[0], args[1:]
-	}
+func cmdServers(sub string, args []string) int {
 	c := newCLI("servers " + sub)
 	tenant := c.fs.String("tenant", "", "tenant (required)")
 	switch sub {
 	case "list":
-		if c.parse(args) != nil {
-			return 2
+		if err := c.parse(args); err != nil {
+			return exitOf(err)
 		}
 		if *tenant == "" {
 			return usageErr("servers list: --tenant is required")
@@ -397,8 +404,8 @@ func cmdServers(args []string) int {
 		ref := c.fs.String("credential-ref", "", "where the credential lives (env:NAME, secretsmanager:ID, ssm:/name)")
 		var approve repeated
 		c.fs.Var(&approve, "require-approval", "a tool that needs approval (repeatable)")
-		if c.parse(args) != nil {
-			return 2
+		if err := c.parse(args); err != nil {
+			return exitOf(err)
 		}
 		if *tenant == "" || *name == "" || *u == "" {
 			return usageErr("servers add: --tenant, --name and --server-url are required")
@@ -422,17 +429,13 @@ func cmdServers(args []string) int {
 	return usageErr("servers: want list or add")
 }
 
-func cmdKeys(args []string) int {
-	if len(args) == 0 {
-		return usageErr("keys: want list, create or revoke ID")
-	}
-	sub := args[0]
+func cmdKeys(sub string, args []string) int {
 	c := newCLI("keys " + sub)
 	tenant := c.fs.String("tenant", "", "tenant (required)")
 	caller := c.fs.String("caller", "", "caller name the key authenticates (create)")
 	roles := c.fs.String("roles", "", "comma-separated roles of the tenant's policy the key carries (create)")
-	if c.parse(args[1:]) != nil {
-		return 2
+	if err := c.parse(args); err != nil {
+		return exitOf(err)
 	}
 	if *tenant == "" {
 		return usageErr("keys %s: --tenant is required", sub)
@@ -481,8 +484,8 @@ func cmdAudit(args []string) int {
 	limit := c.fs.Int("limit", 0, "records per page (default 100)")
 	cursor := c.fs.String("cursor", "", "page cursor from a previous --json answer")
 	all := c.fs.Bool("all", false, "follow cursors and print every page")
-	if c.parse(args) != nil {
-		return 2
+	if err := c.parse(args); err != nil {
+		return exitOf(err)
 	}
 	if *tenant == "" {
 		return usageErr("audit: --tenant is required")
@@ -527,4 +530,27 @@ func cmdAudit(args []string) int {
 			fmt.Fprintf(w, "more: --cursor %s (or --all)\n", cell(next))
 		}
 	})
+}
+
+// defaultBy is --by's default, never empty: $USER, else $LOGNAME, else the
+// account of this process's uid, else "uid N on HOST" (a container whose
+// uid has no account and whose environment names no user).
+func defaultBy() string {
+	return byFrom(os.Getenv, user.Current, os.Getuid, os.Hostname)
+}
+
+func byFrom(getenv func(string) string, current func() (*user.User, error), uid func() int, host func() (string, error)) string {
+	for _, k := range []string{"USER", "LOGNAME"} {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			return v
+		}
+	}
+	if u, err := current(); err == nil && strings.TrimSpace(u.Username) != "" {
+		return u.Username
+	}
+	h, err := host()
+	if err != nil || h == "" {
+		h = "unknown host"
+	}
+	return fmt.Sprintf("uid %d on %s", uid(), h)
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -35,7 +36,7 @@ func startLocal(t *testing.T, adminKey string) (*httptest.Server, *demo.Server) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, _, err := mountAdmin(gw, m, 0, log)
+	h, _, err := mountAdmin(gw, m, log, ops{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +119,16 @@ func TestAdminCLI(t *testing.T) {
 	}
 	if m := call(); m["result"] == nil || up.Calls("transfer") != 1 {
 		t.Fatalf("approved call: %v, upstream ran %d", m, up.Calls("transfer"))
+	}
+	// The approval it used is listed as consumed, with when (three times
+	// in the row: created, expires, consumed).
+	out := ok("approvals", "list", "--status", "consumed")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.Contains(lines[0], "CONSUMED") || !strings.Contains(lines[1], id) ||
+		!strings.Contains(lines[1], " consumed ") || len(regexp.MustCompile(`20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ`).FindAllString(lines[1], -1)) != 3 {
+		t.Fatalf("approvals list --status consumed:\n%s", out)
+	}
+	if err := json.Unmarshal([]byte(ok("approvals", "list", "--status", "consumed", "--json")), &list); err != nil || len(list.Approvals) != 1 || list.Approvals[0].ConsumedAt.IsZero() {
+		t.Fatalf("consumed --json: %+v %v", list, err)
 	}
 
 	ok("tools", "stop", "--tenant", "acme", "--server", "payments", "--tool", "transfer", "--reason", "incident")

@@ -25,8 +25,8 @@ func cmdConsole(args []string) int {
 	c := newCLI("console")
 	addr := c.fs.String("addr", "127.0.0.1:8765", "loopback address to serve the console on")
 	refresh := c.fs.Duration("kill-switch-refresh", 2*time.Second, "the stack's KILL_SWITCH_REFRESH_SECS, for when a stop is in force everywhere")
-	if c.parse(args) != nil {
-		return 2
+	if err := c.parse(args); err != nil {
+		return exitOf(err)
 	}
 	if *c.url == defaultAdminURL {
 		return usageErr("console: give --url, the deployed gateway's base URL (the stack's GatewayEndpoint output); with aegis serve open %s/admin/console/ instead", defaultAdminURL)

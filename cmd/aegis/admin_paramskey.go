@@ -4,27 +4,23 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 
 	"github.com/aegis-gw/aegis/shared/admin"
 )
 
 // cmdParamsKey is `aegis admin params-key list|rotate`: the deployment's
 // params keys (docs/admin.md, "Params key"). No command prints a secret.
-func cmdParamsKey(args []string) int {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "rotate") {
-		return usageErr("params-key: want list or rotate")
-	}
-	c := newCLI("params-key " + args[0])
+func cmdParamsKey(sub string, args []string) int {
+	c := newCLI("params-key " + sub)
 	reason := c.fs.String("reason", "", "why (rotate; logged)")
-	by := c.fs.String("by", os.Getenv("USER"), "who (rotate; logged with the admin principal)")
-	if c.parse(args[1:]) != nil {
-		return 2
+	by := c.fs.String("by", defaultBy(), "who (rotate; logged with the admin principal)")
+	if err := c.parse(args); err != nil {
+		return exitOf(err)
 	}
 	if len(c.args) != 0 {
-		return usageErr("params-key %s: no arguments", args[0])
+		return usageErr("params-key %s: no arguments", sub)
 	}
-	if args[0] == "list" {
+	if sub == "list" {
 		var out admin.ParamsKeyList
 		raw, err := c.do(http.MethodGet, "/admin/v1/params-keys", nil, &out)
 		return c.finish(raw, err, func(w io.Writer) {

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 
 	"github.com/aegis-gw/aegis/shared/admin"
 )
@@ -19,20 +18,16 @@ import (
 //	aegis admin pins pin   --tenant T --server S --tool X [--hash H] [--by WHO]
 //	aegis admin pins unpin --tenant T --server S --tool X
 //	aegis admin pins new-tools --tenant T [--set pin|hold]
-func cmdPins(args []string) int {
-	if len(args) == 0 {
-		return usageErr("pins: want list, diff, pin, unpin or new-tools")
-	}
-	sub := args[0]
+func cmdPins(sub string, args []string) int {
 	c := newCLI("pins " + sub)
 	tenant := c.fs.String("tenant", "", "tenant (required)")
 	server := c.fs.String("server", "", "server (required for diff, pin and unpin)")
 	tool := c.fs.String("tool", "", "the tool's name as its server lists it (required for diff, pin and unpin)")
 	hash := c.fs.String("hash", "", "pin: this definition hash instead of the one listed now")
-	by := c.fs.String("by", os.Getenv("USER"), "who (recorded with the admin principal)")
+	by := c.fs.String("by", defaultBy(), "who (recorded with the admin principal)")
 	set := c.fs.String("set", "", "new-tools: pin (trust on first use) or hold (new tools await a pin)")
-	if c.parse(args[1:]) != nil {
-		return 2
+	if err := c.parse(args); err != nil {
+		return exitOf(err)
 	}
 	if *tenant == "" {
 		return usageErr("pins %s: --tenant is required", sub)

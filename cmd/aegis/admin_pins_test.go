@@ -105,7 +105,7 @@ func TestAdminPinsReviewCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, _, err := mountAdmin(gw, m, 0, log)
+	h, _, err := mountAdmin(gw, m, log, ops{})
 	if err != nil {
 		t.Fatal(err)
 	}

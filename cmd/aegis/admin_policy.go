@@ -20,15 +20,11 @@ type rawBody struct {
 // FILE (or stdin, "-") as the tenant's whole policy set, refused with the
 // Cedar error's line and column when it does not load; GET prints the
 // stored set and its hash.
-func cmdPolicy(args []string) int {
-	if len(args) == 0 {
-		return usageErr("policy: want put FILE or get")
-	}
-	sub := args[0]
+func cmdPolicy(sub string, args []string) int {
 	c := newCLI("policy " + sub)
 	tenant := c.fs.String("tenant", "", "tenant (required)")
-	if c.parse(args[1:]) != nil {
-		return 2
+	if err := c.parse(args); err != nil {
+		return exitOf(err)
 	}
 	if *tenant == "" {
 		return usageErr("policy %s: --tenant is required", sub)

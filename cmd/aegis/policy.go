@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -15,23 +14,17 @@ import (
 	"github.com/aegis-gw/aegis/shared/policycheck"
 )
 
-const policyUsage = `usage: aegis policy test --config FILE --caller C --tool SERVER/TOOL [--args JSON] [--tenant T] [--annotations JSON] [--step N]
-
-Evaluates one tools/call offline against the policy set of the config
+// policyDetail is the help text of `aegis policy test` (commandTree).
+const policyDetail = `Evaluates one tools/call offline against the policy set of the config
 file's tenant (the only one, or --tenant) and prints the verdict and the
 rule that decided. --caller is a caller name of one of the tenant's keys
 (its roles and manifest apply) or, with --roles, any name. The session is
 new: no calls counted yet, age 0. Exit status: 0 allowed (or audit-only),
-1 refused or held for approval, 2 bad arguments or config.
-`
+1 refused or held for approval, 2 bad arguments or config.`
 
-// runPolicy is `aegis policy SUBCOMMAND`.
-func runPolicy(args []string) int {
-	if len(args) == 0 || args[0] != "test" {
-		fmt.Fprint(os.Stderr, policyUsage)
-		return 2
-	}
-	return policyTest(args[1:], os.Stdout, os.Stderr)
+// runPolicyTest is `aegis policy test`.
+func runPolicyTest(args []string) int {
+	return policyTest(args, cliOut, cliErr)
 }
 
 // policyTest decides one request with the same code the gateway runs:
@@ -39,7 +32,6 @@ func runPolicy(args []string) int {
 func policyTest(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("aegis policy test", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, policyUsage) }
 	cfg := fs.String("config", "", "config file (required)")
 	tenantID := fs.String("tenant", "", "tenant (default: the file's only tenant)")
 	caller := fs.String("caller", "", "caller name (required)")
@@ -48,6 +40,11 @@ func policyTest(args []string, stdout, stderr io.Writer) int {
 	argsJSON := fs.String("args", "{}", "the call's arguments, a JSON object")
 	ann := fs.String("annotations", "", "the tool's annotations, a JSON object (as its server lists them)")
 	step := fs.Int64("step", -1, "declared step (_meta[\"aegis/step\"]); -1: none")
+	if helpRequested(args) {
+		leafHelp(stdout, "policy test", fs)
+		return 0
+	}
+	fs.Usage = func() { fmt.Fprintln(stderr, `run "aegis policy test --help" for its flags`) }
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/dynamo"
 	"github.com/aegis-gw/aegis/shared/gateway"
 	"github.com/aegis-gw/aegis/shared/memstore"
+	"github.com/aegis-gw/aegis/shared/metrics"
 	"github.com/aegis-gw/aegis/shared/quota"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/session"
@@ -42,14 +43,15 @@ type store struct {
 	mem *memstore.Store
 }
 
-// openStore opens the --store kind.
-func openStore(ctx context.Context, kind string) (store, error) {
+// openStore opens the --store kind; a DynamoDB store's operations are
+// traced (tr) and timed (m) when those are on.
+func openStore(ctx context.Context, kind string, tr *telemetry.Tracer, m *metrics.Registry) (store, error) {
 	switch kind {
 	case "memory":
 		m := memstore.New()
 		return store{Backend: m, mem: m}, nil
 	case "dynamodb":
-		st, err := openDynamo(ctx)
+		st, err := openDynamo(ctx, tr, m)
 		if err != nil {
 			return store{}, err
 		}
@@ -59,35 +61,45 @@ func openStore(ctx context.Context, kind string) (store, error) {
 }
 
 func runServe(args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := flag.NewFlagSet("aegis serve", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on")
 	demoMode := fs.Bool("demo", false, "start a demo upstream and the demo tenant")
 	cfgPath := fs.String("config", "", "YAML configuration file (tenants, servers, keys)")
 	storeKind := fs.String("store", "memory", "state store: memory or dynamodb")
 	pprofAddr := fs.String("pprof", "", "serve Go's profiler on this loopback address (benchmarking)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if err := parseFlags(fs, "serve", args); err != nil {
+		return exitOf(err)
 	}
-	// The same logger as the Lambda functions: correlation ids from the
-	// context, and credential-named attributes redacted.
-	log := telemetry.NewLogger(os.Stderr, slog.LevelInfo)
+	// Telemetry as the Lambda functions read it (AEGIS_LOG_LEVEL,
+	// AEGIS_TRACE*, AEGIS_METRICS), all of it on stderr: the same logger,
+	// with correlation ids from the context and credential-named
+	// attributes redacted. A bad value stops start-up, naming it.
+	tel, stopTelemetry, err := telemetry.FromEnvLocal(os.Getenv, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "aegis serve:", err)
+		return 1
+	}
+	defer func() { _ = stopTelemetry(context.Background()) }()
 	if *pprofAddr != "" {
 		if err := startPprof(*pprofAddr); err != nil {
 			fmt.Fprintln(os.Stderr, "aegis serve:", err)
 			return 2
 		}
 	}
-	if err := serve(*addr, *demoMode, *cfgPath, *storeKind, log, os.Stdout); err != nil {
+	if err := serve(*addr, *demoMode, *cfgPath, *storeKind, tel, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "aegis serve:", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logger, out io.Writer) error {
+// serve runs the gateway until a signal. tel is the telemetry: its logger
+// (nil: discard), tracer, EMF writer, and whether /metrics is served.
+func serve(addr string, demoMode bool, cfgPath, storeKind string, tel telemetry.Setup, out io.Writer) error {
 	if demoMode == (cfgPath != "") {
 		return errors.New("give exactly one of --demo or --config FILE")
 	}
+	log := tel.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -127,9 +139,19 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 		return err
 	}
 
-	b, err := openStore(ctx, storeKind)
-	if err != nil {
+	var b store
+	var prom *metrics.Registry
+	if tel.Prometheus {
+		// The circuits are read at each scrape, from the store opened below.
+		prom = metrics.New(func(ctx context.Context) ([]metrics.Circuit, error) { return circuits(ctx, b.Backend, time.Now()) })
+	}
+	if b, err = openStore(ctx, storeKind, tel.Tracer, prom); err != nil {
 		return fmt.Errorf("--store %s: %w", storeKind, err)
+	}
+	if b.mem != nil {
+		// Stops are read from the process's own memory on every call: a
+		// stop or resume is in force at once (docs/admin.md).
+		settings.KillSwitchRefresh = 0
 	}
 	reg, err := registryOf(file, time.Now().UTC())
 	if err != nil {
@@ -164,10 +186,17 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 			log.Info("revoked the demo keys of earlier aegis serve --demo runs on this store", "count", n)
 		}
 	}
-	gw, err := gateway.New(b.Backend, &gateway.Options{
-		Settings: settings, Tiers: tiers, RegistryCacheTTL: b.cacheTTL,
+	gopts := &gateway.Options{
+		Settings: settings, Tiers: tiers, RegistryCacheTTL: b.cacheTTL, Tracer: tel.Tracer,
 		Logger: log, Notifier: notifier(log), Version: version, Credentials: wiring.Credentials(true),
-	})
+	}
+	switch {
+	case prom != nil:
+		gopts.Metrics = prom
+	case tel.Metrics != nil: // a nil *EMF in the interface would not be "off"
+		gopts.Metrics = tel.Metrics
+	}
+	gw, err := gateway.New(b.Backend, gopts)
 	if err != nil {
 		return err
 	}
@@ -180,11 +209,19 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, log *slog.Logg
 	if err != nil {
 		return err
 	}
-	handler, adminLine, err := mountAdmin(gw, b.Backend, settings.KillSwitchRefresh, log)
+	o := ops{ready: readiness(b.Backend, reg, log), killSwitchRefresh: settings.KillSwitchRefresh}
+	if prom != nil {
+		o.metrics = prom.Handler()
+	}
+	handler, adminLine, err := mountAdmin(gw, b.Backend, log, o)
 	if err != nil {
 		_ = ln.Close()
 		return err
 	}
+	if prom != nil {
+		handler = prom.InFlight(handler)
+	}
+	handler = telemetry.AccessLog(handler, log, nil)
 	// A slow client cannot hold a connection forever: the whole request
 	// must arrive in 30 s; the answer may take as long as a call can.
 	budget := settings.CallBudget()

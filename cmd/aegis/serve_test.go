@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/internal/syncbuf"
+	"github.com/aegis-gw/aegis/shared/telemetry"
 )
 
 // TestServeDemo runs the README's first command as a user would (the built
@@ -123,12 +124,12 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err := serve("127.0.0.1:0", false, path, "memory", nil, &out)
+	err := serve("127.0.0.1:0", false, path, "memory", telemetry.Setup{}, &out)
 	if err == nil || !strings.Contains(err.Error(), "tenants[0].tier") {
 		t.Fatalf("err %v, want one naming tenants[0].tier", err)
 	}
 	t.Setenv("RATE_LIMIT_PER_TOOL", "lots")
-	if err := serve("127.0.0.1:0", true, "", "memory", nil, &out); err == nil || !strings.Contains(err.Error(), "RATE_LIMIT_PER_TOOL") {
+	if err := serve("127.0.0.1:0", true, "", "memory", telemetry.Setup{}, &out); err == nil || !strings.Contains(err.Error(), "RATE_LIMIT_PER_TOOL") {
 		t.Fatalf("err %v, want one naming RATE_LIMIT_PER_TOOL", err)
 	}
 }

@@ -293,7 +293,7 @@ func TestConsole(t *testing.T) {
 	if got := eval(row + `.querySelector("td.everywhere").textContent`); !strings.HasPrefix(got, "by ") && !strings.HasPrefix(got, "in force since ") {
 		t.Fatalf("when the stop is in force everywhere: %q", got)
 	}
-	wait("the stop confirmed", `document.getElementById("status").textContent.startsWith("Tool echo on mock-primary stopped: in force on every instance by ")`)
+	wait("the stop confirmed", `document.getElementById("status").textContent === "Tool echo on mock-primary stopped: in force on every instance at once."`)
 	wait("the stop in force everywhere", row+`.querySelector("td.everywhere").textContent.startsWith("in force since ")`)
 	shot(t, ctx, n, "stops")
 

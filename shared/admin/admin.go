@@ -59,9 +59,10 @@ type Options struct {
 	// which cannot reach upstreams): a tool stop must say "unlisted".
 	Catalog Catalog
 
-	// KillSwitchRefresh is the gateways' KILL_SWITCH_REFRESH_SECS: the
-	// console says by when a stop is in force on every instance (0:
-	// unknown, and it says so).
+	// KillSwitchRefresh is how long a stop or resume takes to be in force on
+	// every instance: KILL_SWITCH_REFRESH_SECS, each instance's re-read
+	// period; 0 when stops are read on every call (the embedded store of
+	// aegis serve). Stop answers say when it is in force (StopAnswer).
 	KillSwitchRefresh time.Duration
 
 	LocalMode bool             // upstream URLs may be http and loopback (aegis serve)

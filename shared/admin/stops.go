@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/killswitch"
@@ -44,10 +45,17 @@ type StopList struct {
 // StopAnswer is the answer of stop and resume: the stop as stored (its
 // server and the tool's upstream name) and, when the operator named the
 // tool otherwise (an exposed name such as "a.echo"), the name as given.
+//
+// InForceBy is when the stop (or resume) is in force on every instance:
+// Stop.At plus InForceAfterSecs, each instance's re-read period
+// (KILL_SWITCH_REFRESH_SECS); InForceAfterSecs is 0 when it is in force at
+// once (the embedded store of aegis serve).
 type StopAnswer struct {
-	Stopped bool            `json:"stopped"`
-	Stop    killswitch.Stop `json:"stop"`
-	Name    string          `json:"name,omitempty"`
+	Stopped          bool            `json:"stopped"`
+	Stop             killswitch.Stop `json:"stop"`
+	Name             string          `json:"name,omitempty"`
+	InForceBy        time.Time       `json:"in_force_by"`
+	InForceAfterSecs float64         `json:"in_force_after_secs"`
 }
 
 func (h *Handler) listStops(w http.ResponseWriter, r *http.Request) {
@@ -126,7 +134,8 @@ func (h *Handler) stop(on bool, kind stopKind) http.HandlerFunc {
 			rec.Detail += " reason=" + quote(req.Reason)
 		}
 		h.record(r.Context(), rec)
-		writeJSON(w, http.StatusOK, StopAnswer{Stopped: on, Stop: st, Name: target.name})
+		writeJSON(w, http.StatusOK, StopAnswer{Stopped: on, Stop: st, Name: target.name,
+			InForceBy: now.Add(h.o.KillSwitchRefresh), InForceAfterSecs: h.o.KillSwitchRefresh.Seconds()})
 	}
 }
 

@@ -48,10 +48,6 @@ func stateAt(c Circuit, now time.Time) state {
 	}
 }
 
-// StateAt names c's state at now as the admin API shows it: "closed",
-// "open" or "half-open".
-func StateAt(c Circuit, now time.Time) string { return stateAt(c, now).String() }
-
 // transition returns the record after one upstream result (failed or a
 // success) observed at now, and whether it differs from c (false: nothing
 // to write).
@@ -107,3 +103,8 @@ func (k *Check) record(ctx context.Context, key string, failed bool) error {
 }
 
 func isConflict(err error) bool { return errors.Is(err, store.ErrConflict) }
+
+// StateAt is the name of c's state at now: "closed", "open" or
+// "half-open", as the check decides on it (for operators: metrics, the
+// admin API).
+func StateAt(c Circuit, now time.Time) string { return stateAt(c, now).String() }

@@ -194,3 +194,55 @@ func TestNamesFollowTheRegistryRule(t *testing.T) {
 		check("caller", tc.Name, "tenants[0].keys[0].caller", tc.OK, err)
 	}
 }
+
+// An unknown field is named by its path in the file, with its line, the
+// fields known there and the nearest one; the Go type is not mentioned.
+func TestUnknownFieldNamesPath(t *testing.T) {
+	y := `tenants:
+  - id: acme
+    tier: growth
+    servrs:
+      - name: a
+        url: https://a.example.com/mcp
+  - id: b
+    tier: free
+    servers:
+      - name: s
+        url: https://s.example.com/mcp
+        credential: {header: X-Key, reff: env:K}
+`
+	_, err := ParseFile([]byte(y), func(string) string { return "" }, false)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"tenants[0].servrs: unknown field (line 4); did you mean servers?; known fields here: cedar_policies, egress_action, id, input_validation, keys, manifest, pii_action, policy_mode, refusal_shape, roles, servers, threat_mode, tier, webhook_secret_ref, webhook_url",
+		"tenants[1].servers[0].credential.reff: unknown field (line 12); did you mean ref?; known fields here: header, ref",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "config.") {
+		t.Errorf("error names a Go type:\n%s", msg)
+	}
+	// A top-level typo too.
+	if _, err := ParseFile([]byte("tenant: []\n"), nil, false); err == nil || !strings.Contains(err.Error(), "tenant: unknown field (line 1); did you mean tenants?; known fields here: tenants") {
+		t.Errorf("top level: %v", err)
+	}
+}
+
+// An unset ${VAR} in a server URL is named, not reported as the URL it
+// leaves behind.
+func TestUnsetVariableNamed(t *testing.T) {
+	y := "tenants:\n  - id: acme\n    tier: growth\n    servers:\n      - name: a\n        url: ${UPSTREAM}/mcp\n"
+	_, err := ParseFile([]byte(y), func(string) string { return "" }, true)
+	if err == nil || err.Error() != `tenants[0].servers[0].url: ${UPSTREAM} is not set in the environment (in "${UPSTREAM}/mcp")` {
+		t.Fatalf("%v", err)
+	}
+	f, err := ParseFile([]byte(y), func(k string) string { return map[string]string{"UPSTREAM": "http://127.0.0.1:9"}[k] }, true)
+	if err != nil || f.Tenants[0].Servers[0].URL != "http://127.0.0.1:9/mcp" {
+		t.Fatalf("%v %+v", err, f)
+	}
+}

@@ -101,16 +101,33 @@ func ParseFile(b []byte, getenv func(string) string, local bool) (*File, error) 
 // parseFile is ParseFile with cedar_policies files read relative to dir.
 func parseFile(b []byte, getenv func(string) string, local bool, dir string) (*File, error) {
 	var f File
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("invalid YAML: %w", err)
+	}
+	if errs := unknownFields(&doc); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	d := yaml.NewDecoder(bytes.NewReader(b))
-	d.KnownFields(true)
+	d.KnownFields(true) // the walk above found none; this stays the backstop
 	if err := d.Decode(&f); err != nil {
 		return nil, fmt.Errorf("invalid YAML: %w", err)
 	}
+	var unset []error
 	for ti := range f.Tenants {
 		for si := range f.Tenants[ti].Servers {
 			s := &f.Tenants[ti].Servers[si]
-			s.URL = os.Expand(s.URL, getenv)
+			s.URL = os.Expand(s.URL, func(name string) string {
+				v := getenv(name)
+				if v == "" {
+					unset = append(unset, fmt.Errorf("tenants[%d].servers[%d].url: ${%s} is not set in the environment (in %q)", ti, si, name, s.URL))
+				}
+				return v
+			})
 		}
+	}
+	if len(unset) > 0 {
+		return nil, errors.Join(unset...)
 	}
 	if err := f.readCedarFiles(dir); err != nil {
 		return nil, err

@@ -76,8 +76,8 @@ type Options struct {
 	Principal string
 	// KillSwitchRefresh is KILL_SWITCH_REFRESH_SECS as the gateways that
 	// share the store run with: a stop written at T is in force on every
-	// instance by T + KillSwitchRefresh. 0: unknown, and the console says
-	// so instead of a time.
+	// instance by T + KillSwitchRefresh. 0: at once (the embedded store
+	// of aegis serve, which every call reads).
 	KillSwitchRefresh time.Duration
 	MaxSessions       int           // 0: DefaultMaxSessions
 	Lifetime          time.Duration // 0: DefaultLifetime
@@ -274,7 +274,7 @@ type Info struct {
 	CSRF      string `json:"csrf"`
 	Principal string `json:"principal"`
 	// KillSwitchRefreshSecs is Options.KillSwitchRefresh in seconds (0:
-	// unknown).
+	// a stop is in force at once).
 	KillSwitchRefreshSecs float64   `json:"kill_switch_refresh_secs"`
 	Expires               time.Time `json:"expires"`
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/route"
+	"github.com/aegis-gw/aegis/shared/telemetry"
 	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
@@ -306,7 +307,14 @@ func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Reques
 		uctx, span = g.o.Tracer.StartUpstream(dctx, c.Server.Name, c.UpstreamTool)
 	}
 	*sent = true // from here on the call may reach the upstream
+	var upDone func(string)
+	if g.o.Metrics != nil {
+		upDone = g.o.Metrics.UpstreamCall(c.Tenant.ID, c.Server.Name)
+	}
 	resp, used, err := g.up.Call(uctx, ex)
+	if upDone != nil {
+		upDone(telemetry.UpstreamOutcome(resp, err))
+	}
 	g.endTransient(c, c.Server, used)
 	if span != nil {
 		g.o.Tracer.EndUpstream(span, resp, err)
@@ -365,7 +373,8 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, 
 		rec.Server = c.Server.Name
 		rec.Tool = c.UpstreamTool
 	}
-	rec = rec.Bounded() // metrics, spans and the log line get the cut fields too
+	rec = rec.Bounded()             // metrics, spans and the log line get the cut fields too
+	telemetry.NoteOf(ctx).Call(rec) // the access log's line
 	if g.o.Metrics != nil {
 		g.o.Metrics.RecordCall(rec)
 	}

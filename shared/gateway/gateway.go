@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -116,10 +117,16 @@ const paramsKeyTimeout = 5 * time.Second
 // passed (context.Cause); a client that left cancels it instead.
 var errRequestDeadline = errors.New("gateway: request deadline passed")
 
-// Metrics is told of every audited tools/call (shared/telemetry's EMF
-// writer implements it). RecordCall must not block.
+// Metrics is told of every audited tools/call and of every tools/call sent
+// upstream (shared/telemetry's EMF writer and shared/metrics' Prometheus
+// registry implement it). Neither method may block.
 type Metrics interface {
 	RecordCall(rec audit.Record)
+	// UpstreamCall is told that a call to tenant's server is being sent;
+	// done is called once its exchange has ended, with how
+	// (telemetry.UpstreamOutcome: answered, upstream_error, timeout,
+	// failed).
+	UpstreamCall(tenant, server string) (done func(outcome string))
 }
 
 // Gateway serves the invoke path. It is safe for concurrent use.
@@ -309,11 +316,21 @@ func writeFrame(w http.ResponseWriter, status int, frame []byte) {
 
 // writeRefusal answers id with r, in the tenant's chosen shape for tools/call.
 func writeRefusal(w http.ResponseWriter, id json.RawMessage, r *refusal.Refusal, shape, method string) {
+	retryAfter(w, r)
 	if shape == registry.ShapeResult && method == "tools/call" && r.Code != refusal.CodeInternal {
 		writeFrame(w, http.StatusOK, jsonrpc.Result(id, refusalResult(r)))
 		return
 	}
 	writeFrame(w, r.HTTPStatus(), refusal.Frame(id, r, refusal.LayerGateway))
+}
+
+// retryAfter sets the Retry-After header of a -32004 answer (seed 004):
+// data.retry_after_ms in whole seconds, rounded up, at least 1. The HTTP
+// status stays 200.
+func retryAfter(w http.ResponseWriter, r *refusal.Refusal) {
+	if secs, ok := r.RetryAfterSecs(); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
 }
 
 // refusalResult is a refusal as a CallToolResult with isError (seed 002),
@@ -398,6 +415,8 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		return
 	}
 	key := who.key
+	note := telemetry.NoteOf(ctx) // the access log's (nil without one)
+	note.Tenant(tenant.ID)
 	if derr != nil {
 		if resp, ok := jsonrpc.DecodeResponse(body); ok && ep.mcp && jsonrpc.Member(body, "method") == nil {
 			g.clientAnswer(ctx, w, r, ep, key, tenant, corr, body, resp)
@@ -406,6 +425,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		writeFrame(w, http.StatusOK, refusal.Frame(derr.ID, refusal.Decode(derr), refusal.LayerGateway))
 		return
 	}
+	note.Method(req.Method)
 	var modern bool
 	if ep.mcp {
 		var ok bool

@@ -97,11 +97,14 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	if tool == "" {
 		tool = c.Tool
 	}
-	stopped, err := k.Stopped(ctx, c.Tenant.ID, c.Server.Name, tool)
+	stops, err := k.load(ctx, c.Tenant.ID)
 	if err != nil {
 		return err // never loaded and unreadable now: the stage fails closed
 	}
-	if stopped {
+	switch {
+	case stops[[2]string{c.Server.Name, ""}]:
+		return refusal.ServerStopped(c.Server.Name)
+	case stops[[2]string{c.Server.Name, tool}]:
 		return refusal.Stopped(c.Tool, c.Server.Name)
 	}
 	return nil

@@ -224,6 +224,17 @@ func RateLimit(scope string, limit int, retryAfterMs int64) *Refusal {
 		With("scope", scope).With("limit", limit).With("retry_after_ms", retryAfterMs)
 }
 
+// RetryAfterSecs is the Retry-After header of a -32004 answer (seed 004):
+// data.retry_after_ms in whole seconds, rounded up, at least 1; false for
+// any other refusal.
+func (r *Refusal) RetryAfterSecs() (int64, bool) {
+	if r.Code != CodeRateLimited {
+		return 0, false
+	}
+	ms, _ := r.Fields["retry_after_ms"].(int64) // RateLimit and the session ceiling store an int64
+	return max(1, (ms+999)/1000), true
+}
+
 // Quota is -32060 with exactly tier, limit, used and period (UTC YYYYMM).
 func Quota(tier string, limit, used int64, period string) *Refusal {
 	return New(QuotaExceeded, fmt.Sprintf("Monthly quota exceeded for tier %s", tier)).
@@ -287,9 +298,15 @@ func Capability(reason string) *Refusal {
 	return New(CapabilityDenied, "Outside the session's grant: "+reason).With("reason", reason)
 }
 
-// Stopped is -32062 for a tool or a whole server.
+// Stopped is -32062 for a tool an operator stopped.
 func Stopped(tool, server string) *Refusal {
 	return New(ToolStopped, fmt.Sprintf("Tool %s on %s is stopped by an operator", tool, server))
+}
+
+// ServerStopped is -32062 for a call to a server an operator stopped as a
+// whole (every tool on it).
+func ServerStopped(server string) *Refusal {
+	return New(ToolStopped, fmt.Sprintf("Server %s is stopped by an operator (every tool on it)", server))
 }
 
 // Schema is -32602 for arguments that fail the called tool's inputSchema

@@ -65,7 +65,7 @@ func BenchmarkFromEnv(b *testing.B) {
 	getenv := func(k string) string { return env[k] }
 	b.ReportAllocs()
 	for b.Loop() {
-		_, stop, err := fromEnv(getenv, io.Discard, io.Discard)
+		_, stop, err := fromEnv(getenv, io.Discard, io.Discard, false)
 		if err != nil {
 			b.Fatal(err)
 		}

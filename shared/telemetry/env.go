@@ -21,8 +21,9 @@ const (
 	// EnvTraceStdout=1 writes segment documents to stderr, one JSON line
 	// each, when there is no daemon (local debugging).
 	EnvTraceStdout = "AEGIS_TRACE_STDOUT"
-	// EnvMetrics is "emf" (the default in Lambda) or "off" (the default
-	// elsewhere).
+	// EnvMetrics is "emf" (the default in Lambda), "prometheus" (the
+	// default of `aegis serve`, which serves /metrics; FromEnvLocal only)
+	// or "off".
 	EnvMetrics = "AEGIS_METRICS"
 	// EnvLogLevel is debug, info (default), warn or error.
 	EnvLogLevel = "AEGIS_LOG_LEVEL"
@@ -35,8 +36,11 @@ type Setup struct {
 	Tracer   *Tracer                  // nil: no spans
 	Provider *sdktrace.TracerProvider // nil when Tracer is
 	Exporter *Exporter                // nil when Tracer is
-	Metrics  *EMF                     // nil: no metrics
-	Logger   *slog.Logger             // JSON lines on stdout with correlation ids
+	Metrics  *EMF                     // nil: no EMF lines
+	// Prometheus: AEGIS_METRICS asks for Prometheus metrics (FromEnvLocal
+	// only; the host serves them, telemetry does not).
+	Prometheus bool
+	Logger     *slog.Logger // JSON lines with correlation ids
 }
 
 // FromEnv configures telemetry from the environment (getenv: os.Getenv),
@@ -44,10 +48,17 @@ type Setup struct {
 // returns a shutdown function to call once at exit (it flushes nothing:
 // spans are sent as they end) and fails on a bad setting, naming it.
 func FromEnv(getenv func(string) string) (Setup, func(context.Context) error, error) {
-	return fromEnv(getenv, os.Stdout, os.Stderr)
+	return fromEnv(getenv, os.Stdout, os.Stderr, false)
 }
 
-func fromEnv(getenv func(string) string, stdout, stderr io.Writer) (Setup, func(context.Context) error, error) {
+// FromEnvLocal is FromEnv for `aegis serve`: logs, EMF lines and debug
+// segments all go to w (stderr: stdout has the banner), and AEGIS_METRICS
+// may also be, and by default is, "prometheus".
+func FromEnvLocal(getenv func(string) string, w io.Writer) (Setup, func(context.Context) error, error) {
+	return fromEnv(getenv, w, w, true)
+}
+
+func fromEnv(getenv func(string) string, stdout, stderr io.Writer, local bool) (Setup, func(context.Context) error, error) {
 	var s Setup
 	noop := func(context.Context) error { return nil }
 	var level slog.Level
@@ -67,11 +78,15 @@ func fromEnv(getenv func(string) string, stdout, stderr io.Writer) (Setup, func(
 
 	inLambda := getenv(EnvFunction) != ""
 	switch v := getenv(EnvMetrics); {
-	case v == "emf" || (v == "" && inLambda):
+	case v == "emf" || (v == "" && inLambda && !local):
 		s.Metrics = NewEMF(stdout)
+	case local && (v == "prometheus" || v == ""):
+		s.Prometheus = true
 	case v == "off" || v == "":
+	case local:
+		return s, noop, fmt.Errorf("%s=%q: want prometheus, emf or off", EnvMetrics, v)
 	default:
-		return s, noop, fmt.Errorf("%s=%q: want emf or off", EnvMetrics, v)
+		return s, noop, fmt.Errorf("%s=%q: want emf or off (prometheus is for aegis serve)", EnvMetrics, v)
 	}
 
 	service := getenv(EnvFunction)

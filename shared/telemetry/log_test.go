@@ -50,24 +50,24 @@ func TestFromEnv(t *testing.T) {
 	}
 	var out, errw bytes.Buffer
 	// Local default: no tracing, no metrics, a logger.
-	s, stop, err := fromEnv(env(), &out, &errw)
+	s, stop, err := fromEnv(env(), &out, &errw, false)
 	if err != nil || s.Tracer != nil || s.Metrics != nil || s.Logger == nil {
 		t.Fatalf("local default: %+v %v", s, err)
 	}
 	_ = stop(context.Background())
 	// Lambda: EMF on; tracing on with the daemon address.
-	s, stop, err = fromEnv(env(EnvFunction, "aegis-gateway", EnvDaemon, "127.0.0.1:2000"), &out, &errw)
+	s, stop, err = fromEnv(env(EnvFunction, "aegis-gateway", EnvDaemon, "127.0.0.1:2000"), &out, &errw, false)
 	if err != nil || s.Tracer == nil || s.Metrics == nil || !s.Exporter.InLambda || s.Exporter.Service != "aegis-gateway" {
 		t.Fatalf("lambda: %+v %v", s, err)
 	}
 	_ = stop(context.Background())
 	// AEGIS_TRACE=off wins over the daemon; AEGIS_METRICS=off over Lambda.
-	s, _, err = fromEnv(env(EnvFunction, "f", EnvDaemon, "127.0.0.1:2000", EnvTrace, "off", EnvMetrics, "off"), &out, &errw)
+	s, _, err = fromEnv(env(EnvFunction, "f", EnvDaemon, "127.0.0.1:2000", EnvTrace, "off", EnvMetrics, "off"), &out, &errw, false)
 	if err != nil || s.Tracer != nil || s.Metrics != nil {
 		t.Fatalf("off: %+v %v", s, err)
 	}
 	// Local debugging: segments on stderr.
-	s, stop, err = fromEnv(env(EnvTraceStdout, "1"), &out, &errw)
+	s, stop, err = fromEnv(env(EnvTraceStdout, "1"), &out, &errw, false)
 	if err != nil || s.Tracer == nil {
 		t.Fatalf("stdout: %+v %v", s, err)
 	}
@@ -78,8 +78,37 @@ func TestFromEnv(t *testing.T) {
 		t.Fatalf("no segment on stderr: %q", errw.String())
 	}
 	for _, bad := range [][]string{{EnvLogLevel, "loud"}, {EnvMetrics, "prometheus"}, {EnvTrace, "yes"}, {EnvTraceStdout, "true"}, {EnvDaemon, "tcp:127.0.0.1:2000"}} {
-		if _, _, err := fromEnv(env(bad...), &out, &errw); err == nil || !strings.Contains(err.Error(), bad[0]) {
+		if _, _, err := fromEnv(env(bad...), &out, &errw, false); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("%s=%s: err %v, want one naming the variable", bad[0], bad[1], err)
+		}
+	}
+}
+
+func TestFromEnvLocal(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	var w bytes.Buffer
+	s, _, err := FromEnvLocal(env(), &w)
+	if err != nil || !s.Prometheus || s.Metrics != nil || s.Tracer != nil {
+		t.Fatalf("local default: %+v %v", s, err)
+	}
+	s, _, err = FromEnvLocal(env(EnvMetrics, "emf", EnvLogLevel, "warn"), &w)
+	if err != nil || s.Prometheus || s.Metrics == nil || s.Logger.Enabled(context.Background(), slog.LevelInfo) {
+		t.Fatalf("emf, warn: %+v %v", s, err)
+	}
+	s, _, err = FromEnvLocal(env(EnvMetrics, "off"), &w)
+	if err != nil || s.Prometheus || s.Metrics != nil {
+		t.Fatalf("off: %+v %v", s, err)
+	}
+	// The issue's example: each bad value stops start-up, naming its variable.
+	for _, bad := range [][]string{{EnvLogLevel, "bogus"}, {EnvMetrics, "statsd"}, {EnvTraceStdout, "yes"}, {EnvTrace, "maybe"}} {
+		if _, _, err := FromEnvLocal(env(bad...), &w); err == nil || !strings.Contains(err.Error(), bad[0]+`="`+bad[1]+`"`) {
+			t.Errorf("%s=%s: err %v, want one naming the variable and value", bad[0], bad[1], err)
 		}
 	}
 }

@@ -152,26 +152,44 @@ func (t *Tracer) StartUpstream(ctx context.Context, server, tool string) (contex
 // Error texts are not recorded, only their kind: details may quote the
 // upstream's body.
 func (t *Tracer) EndUpstream(span trace.Span, resp *jsonrpc.Response, err error) {
-	var (
-		te *upstream.TimeoutError
-		he *upstream.HTTPError
-	)
+	var he *upstream.HTTPError
+	outcome := UpstreamOutcome(resp, err)
+	span.SetAttributes(AttrOutcome.String(outcome))
 	switch {
-	case err == nil && resp != nil && resp.Error != nil:
-		span.SetAttributes(AttrOutcome.String("upstream_error"), AttrHTTPStatus.Int(http.StatusOK))
 	case err == nil:
-		span.SetAttributes(AttrOutcome.String("answered"), AttrHTTPStatus.Int(http.StatusOK))
-	case errors.As(err, &te):
-		span.SetAttributes(AttrOutcome.String("timeout"))
+		span.SetAttributes(AttrHTTPStatus.Int(http.StatusOK))
+	case outcome == OutcomeTimeout:
 		span.SetStatus(codes.Error, "upstream timeout")
 	case errors.As(err, &he):
-		span.SetAttributes(AttrOutcome.String("failed"), AttrHTTPStatus.Int(he.Status))
+		span.SetAttributes(AttrHTTPStatus.Int(he.Status))
 		span.SetStatus(codes.Error, "upstream HTTP error")
-	case err != nil:
-		span.SetAttributes(AttrOutcome.String("failed"))
+	default:
 		span.SetStatus(codes.Error, failureKind(err))
 	}
 	span.End()
+}
+
+// How an upstream exchange ended (UpstreamOutcome).
+const (
+	OutcomeAnswered      = "answered"       // a result
+	OutcomeUpstreamError = "upstream_error" // the upstream's own JSON-RPC error
+	OutcomeTimeout       = "timeout"        // sent and not answered in time
+	OutcomeFailed        = "failed"         // not reached, non-2xx, unreadable
+)
+
+// UpstreamOutcome names how an upstream exchange ended: one of the four
+// Outcome constants. Spans and metrics use the same words.
+func UpstreamOutcome(resp *jsonrpc.Response, err error) string {
+	var te *upstream.TimeoutError
+	switch {
+	case err == nil && resp != nil && resp.Error != nil:
+		return OutcomeUpstreamError
+	case err == nil:
+		return OutcomeAnswered
+	case errors.As(err, &te):
+		return OutcomeTimeout
+	}
+	return OutcomeFailed
 }
 
 // failureKind names an upstream failure without its detail.

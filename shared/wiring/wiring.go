@@ -18,6 +18,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aws/smithy-go/middleware"
+
 	"github.com/aegis-gw/aegis/shared/admin"
 	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/config"
@@ -35,13 +37,19 @@ const RegistryCacheTTL = 10 * time.Second
 // OpenDynamo opens the DynamoDB store: the client from the standard SDK
 // chain (AWS_REGION, credentials, AWS_ENDPOINT_URL_DYNAMODB), the tables
 // from AEGIS_STATE_TABLE / AEGIS_AUDIT_TABLE, audit retention and session
-// item lifetime from s. A non-nil tracer adds one span per DynamoDB call.
-func OpenDynamo(ctx context.Context, s config.Settings, tr *telemetry.Tracer) (*dynamo.Store, error) {
+// item lifetime from s. A non-nil tracer adds one span per DynamoDB call;
+// extra middleware (`aegis serve`'s store metrics) is added after it.
+func OpenDynamo(ctx context.Context, s config.Settings, tr *telemetry.Tracer, extra ...func(*middleware.Stack) error) (*dynamo.Store, error) {
 	o := dynamo.Options{AuditRetention: s.AuditRetention, SessionTTL: s.SessionLifetime}
-	if tr == nil {
+	var mw []func(*middleware.Stack) error
+	if tr != nil {
+		mw = append(mw, tr.AddAWSMiddleware)
+	}
+	mw = append(mw, extra...)
+	if len(mw) == 0 {
 		return dynamo.Open(ctx, o)
 	}
-	return dynamo.Open(ctx, o, dynamo.WithMiddleware(tr.AddAWSMiddleware))
+	return dynamo.Open(ctx, o, dynamo.WithMiddleware(mw...))
 }
 
 // Notifier tells approvers of held calls: tenant webhooks (secrets resolved
@@ -161,7 +169,7 @@ func LambdaAdmin(ctx context.Context, getenv func(string) string, principal admi
 	if err != nil {
 		return nil, err
 	}
-	return admin.New(st, &admin.Options{TrustIAM: principal, Logger: tel.Logger})
+	return admin.New(st, &admin.Options{TrustIAM: principal, Logger: tel.Logger, KillSwitchRefresh: s.KillSwitchRefresh})
 }
 
 // EnvAllowLoopback is the test-only escape of the Lambda harness

@@ -49,16 +49,20 @@ type Golden struct {
 type Stable []string
 
 var (
-	uuidRE   = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	timeRE   = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
-	retryRE  = regexp.MustCompile(`"retry_after_ms":\s*\d+`)
-	periodRE = regexp.MustCompile(`"period":\s*"\d{6}"`)
-	monthRE  = regexp.MustCompile(`\b20\d{2}(0[1-9]|1[0-2])\b`)
+	uuidRE  = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	timeRE  = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})`)
+	retryRE = regexp.MustCompile(`"retry_after_ms":\s*\d+`)
+	// retryAfterRE is the Retry-After header of a -32004 answer: whole
+	// seconds to the next minute, so it changes with the clock.
+	retryAfterRE = regexp.MustCompile(`"Retry-After": "\d+"`)
+	periodRE     = regexp.MustCompile(`"period":\s*"\d{6}"`)
+	monthRE      = regexp.MustCompile(`\b20\d{2}(0[1-9]|1[0-2])\b`)
 )
 
 // Normalize returns res as a golden: a JSON body is decoded and indented;
 // the correlation id and session ids the function minted, UUIDs (approval
-// ids), RFC 3339 times, retry_after_ms and quota periods are replaced by
+// ids), RFC 3339 times, retry_after_ms (and the Retry-After header) and
+// quota periods are replaced by
 // placeholders, except values listed in stable.
 func Normalize(t testing.TB, res events.APIGatewayV2HTTPResponse, stable Stable) []byte {
 	t.Helper()
@@ -99,6 +103,7 @@ func Normalize(t testing.TB, res events.APIGatewayV2HTTPResponse, stable Stable)
 	})
 	s = timeRE.ReplaceAllString(s, "<time>")
 	s = retryRE.ReplaceAllString(s, `"retry_after_ms": "<ms>"`)
+	s = retryAfterRE.ReplaceAllString(s, `"Retry-After": "<secs>"`)
 	s = periodRE.ReplaceAllString(s, `"period": "<yyyymm>"`)
 	s = monthRE.ReplaceAllString(s, "<yyyymm>")
 	return []byte(s + "\n")

@@ -261,14 +261,14 @@
     }
     for (const td of document.querySelectorAll('#stops-table td.everywhere')) {
       const at = Date.parse(td.getAttribute('data-at'));
-      if (S.refresh <= 0) { td.textContent = 'within KILL_SWITCH_REFRESH_SECS of the stop (its value is not known here)'; continue; }
+      if (S.refresh <= 0) { td.textContent = 'in force since ' + when(td.getAttribute('data-at')); td.className = 'everywhere inforce'; continue; }
       const by = at + S.refresh * 1000;
       if (Date.now() >= by) { td.textContent = 'in force since ' + when(new Date(by).toISOString()); td.className = 'everywhere inforce'; }
       else { td.textContent = 'by ' + when(new Date(by).toISOString()); td.className = 'everywhere pending'; }
     }
     $('stops-refresh').textContent = S.refresh > 0
       ? 'Each gateway instance re-reads the stops every ' + S.refresh + ' s (KILL_SWITCH_REFRESH_SECS): a stop or resume made at T is in force on every instance by T + ' + S.refresh + ' s.'
-      : 'Each gateway instance re-reads the stops every KILL_SWITCH_REFRESH_SECS; the console does not know that value for this deployment.';
+      : 'Every call reads the stops from this store: a stop or resume is in force on every gateway at once.';
   }
 
   async function stopOrResume(on, server, tool, stored) {
@@ -282,8 +282,8 @@
     try {
       const { data } = await api('POST', path, body);
       const what = data.stop.tool ? 'Tool ' + data.stop.tool + ' on ' + data.stop.server : 'Server ' + data.stop.server;
-      const by = S.refresh > 0 ? ' on every instance by ' + when(new Date(Date.parse(data.stop.at) + S.refresh * 1000).toISOString()) : '';
-      say(what + (on ? ' stopped' : ' resumed') + (by ? ': in force' + by : '') + '.');
+      const by = S.refresh > 0 ? ' on every instance by ' + when(new Date(Date.parse(data.stop.at) + S.refresh * 1000).toISOString()) : ' on every instance at once';
+      say(what + (on ? ' stopped' : ' resumed') + ': in force' + by + '.');
       S.seen.stops = '';
       await loadStops();
     } catch (e) { fail(e); }

@@ -1,0 +1,163 @@
+package telemetry
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/correlation"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %q", l)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestAccessLogLine(t *testing.T) {
+	secret := "aegis_k3v9q2x7m1p4d8s6_ThisIsTheSecretPartOfTheKey"
+	var buf syncBuf
+	clock := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	now := func() time.Time { clock = clock.Add(1500 * time.Microsecond); return clock }
+	h := AccessLog(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(correlation.Header, "corr-1")
+		b, _ := io.ReadAll(r.Body)
+		n := NoteOf(r.Context())
+		n.Tenant("acme")
+		n.Method("tools/call")
+		switch r.URL.Path {
+		case "/v1/invoke": // a decided call: the audit record's fields win
+			n.Call(audit.Record{Tenant: "acme", Method: "tools/call", Server: "billing", Tool: "refund", Code: -32062, Word: "TOOL_STOPPED"})
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"isError":true}}`))
+		case "/mcp": // not audited: the frame's code and word
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error","data":{"aegis":{"layer":"gateway","code":"PARSE_ERROR"}}}}`))
+		default:
+			_, _ = w.Write(b) // echoes the body: still never logged
+		}
+	}), NewLogger(&buf, slog.LevelInfo), now)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, p := range []string{"/v1/invoke", "/mcp", "/other"} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+p+"?api_key="+secret, strings.NewReader(`{"token":"`+secret+`"}`))
+		req.Header.Set("Authorization", "Bearer "+secret)
+		req.Header.Set("Cookie", "session="+secret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	srv.Close() // waits for the handlers, so every line is written
+	if strings.Contains(buf.b.String(), "ThisIsTheSecret") || strings.Contains(buf.b.String(), "k3v9q2x7m1p4d8s6") {
+		t.Fatalf("a key reached the access log:\n%s", buf.b.String())
+	}
+	ls := buf.lines(t)
+	if len(ls) != 3 {
+		t.Fatalf("%d lines, want one per request:\n%s", len(ls), buf.b.String())
+	}
+	want := []map[string]any{
+		{"msg": "request", "method": "POST", "path": "/v1/invoke", "status": 200.0, "tenant": "acme", "rpc_method": "tools/call",
+			"server": "billing", "tool": "refund", "code": -32062.0, "word": "TOOL_STOPPED", "correlation_id": "corr-1", "latency_ms": 1.5, "remote": "127.0.0.1"},
+		{"path": "/mcp", "status": 400.0, "code": -32700.0, "word": "PARSE_ERROR", "tenant": "acme"},
+		{"path": "/other", "status": 200.0},
+	}
+	for i, w := range want {
+		for k, v := range w {
+			if ls[i][k] != v {
+				t.Errorf("line %d: %s = %v, want %v\n%v", i, k, ls[i][k], v, ls[i])
+			}
+		}
+	}
+	if _, ok := ls[2]["code"]; ok {
+		t.Errorf("a non-JSON answer has no code: %v", ls[2])
+	}
+}
+
+// A long answer is not kept whole to find a code in: only its first
+// maxSniff bytes are looked at, and past that none.
+func TestAccessLogBoundedSniff(t *testing.T) {
+	var buf syncBuf
+	h := AccessLog(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"` + strings.Repeat("x", maxSniff) + `"}}`))
+		if rec := w.(*recorder); rec.head != nil || !rec.over {
+			t.Errorf("kept %d bytes of a long answer", len(rec.head))
+		}
+	}), NewLogger(&buf, slog.LevelInfo), nil)
+	rr := httptest.NewRecorder()
+	h.ServeHTTP(rr, httptest.NewRequest(http.MethodPost, "/v1/invoke", nil))
+	if l := buf.lines(t)[0]; l["code"] != nil || l["bytes"].(float64) < maxSniff {
+		t.Fatalf("%v", l)
+	}
+}
+
+// The recorder passes flushes and deadlines through (an /mcp event stream
+// needs both).
+func TestAccessLogStreams(t *testing.T) {
+	var buf syncBuf
+	h := AccessLog(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Errorf("deadline: %v", err)
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: 1\n\n"))
+		if err := rc.Flush(); err != nil {
+			t.Errorf("flush: %v", err)
+		}
+	}), NewLogger(&buf, slog.LevelInfo), nil)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "data: 1\n\n" {
+		t.Fatalf("%q", b)
+	}
+}
+
+// The nil Note (no access log) takes every note without effect.
+func TestNilNote(t *testing.T) {
+	var n *Note
+	n.Tenant("a")
+	n.Method("m")
+	n.Call(audit.Record{})
+}
