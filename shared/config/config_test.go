@@ -217,7 +217,7 @@ func TestUnknownFieldNamesPath(t *testing.T) {
 	}
 	msg := err.Error()
 	for _, want := range []string{
-		"tenants[0].servrs: unknown field (line 4); did you mean servers?; known fields here: cedar_policies, egress_action, id, input_validation, keys, manifest, pii_action, policy_mode, refusal_shape, roles, servers, threat_mode, tier, webhook_secret_ref, webhook_url",
+		"tenants[0].servrs: unknown field (line 4); did you mean servers?; known fields here: cedar_policies, egress_action, id, input_validation, issuers, keys, manifest, new_tools, pii_action, policy_mode, refusal_shape, roles, servers, threat_mode, tier, webhook_secret_ref, webhook_url",
 		"tenants[1].servers[0].credential.reff: unknown field (line 12); did you mean ref?; known fields here: header, ref",
 	} {
 		if !strings.Contains(msg, want) {
