@@ -109,7 +109,7 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 	// One UPSTREAM_TIMEOUT_SECS for all this call sends upstream: a cold
 	// catalog's tools/list during routing and the call itself share it.
 	ctx = g.up.WithBudget(ctx)
-	outcome, code, word, detail := audit.OutcomeAllowed, 0, "", ""
+	outcome, code, word, slot, detail := audit.OutcomeAllowed, 0, "", "", ""
 	sent, finished, dropped := false, false, false
 	// finish gives back what the checks took (a lease, an unused
 	// approval) and records a breaker result. A call that reached the
@@ -138,10 +138,12 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 		// record is written on the settling context: after the answer,
 		// whether or not the client is still there, and bounded.
 		done := c.Async(finish)
-		g.audit(st.ctx(), c, outcome, code, word, detail)
+		g.audit(st.ctx(), c, outcome, code, word, slot, detail)
 		done()
 	}()
-	refuse := func(err error) {
+	// refuse answers err, refused by the check named at (an audit slot).
+	refuse := func(err error, at string) {
+		slot = at
 		var ref *refusal.Refusal
 		if errors.As(err, &ref) {
 			outcome, code, word = audit.OutcomeRefused, int(ref.Code), string(ref.Word)
@@ -157,7 +159,7 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 	err := g.pipe.Run(ctx, c)
 	g.sessionHeaders(w, ep, c)
 	if err != nil {
-		refuse(err)
+		refuse(err, c.RefusedBy.String())
 		return
 	}
 	// Allowed. What follows the send runs detached from the client.
@@ -167,24 +169,24 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if err != nil {
 		var ref *refusal.Refusal
 		if errors.As(err, &ref) { // from the idempotency ledger
-			refuse(ref)
+			refuse(ref, audit.SlotIdempotency)
 			return
 		}
 		var ns *notSentError
 		if errors.As(err, &ns) {
 			g.o.Logger.Warn("call not sent", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", c.Server.Name, "why", ns.why)
 			dropped, detail = true, ns.why
-			refuse(refusal.Internal(c.CorrelationID))
+			refuse(refusal.Internal(c.CorrelationID), audit.SlotSend)
 			return
 		}
 		ref, o := upstreamRefusal(err, g.o.Settings.UpstreamTimeout)
 		g.o.Logger.Warn("upstream failed", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", c.Server.Name, "err", err)
-		outcome, code, word = o, int(ref.Code), string(ref.Word)
+		outcome, code, word, slot = o, int(ref.Code), string(ref.Word), audit.SlotUpstream
 		writeRefusal(w, c.ID, ref, c.Tenant.RefusalShape, c.Method)
 		return
 	}
 	if err := g.pipe.RunResults(dctx, c, resp); err != nil {
-		refuse(err)
+		refuse(err, c.RefusedBy.String())
 		return
 	}
 	if resp.Error != nil {
@@ -337,19 +339,20 @@ func upstreamRefusal(err error, timeout time.Duration) (*refusal.Refusal, audit.
 
 // audit records the call's outcome. ctx is the settling context (see
 // settler): the write neither dies with the client nor hangs.
-func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, code int, word, detail string) {
+func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, code int, word, slot, detail string) {
 	rec := audit.Record{
 		Time:          c.Start.UTC(),
 		Tenant:        c.Tenant.ID,
 		Caller:        c.Caller,
 		Session:       c.SessionID,
 		CorrelationID: c.CorrelationID,
-		Layer:         "gateway",
+		Layer:         string(refusal.LayerGateway),
 		Method:        c.Method,
 		Tool:          c.Tool,
 		ParamsHash:    g.key.Hash(jsonrpc.Member(c.Params, "arguments")),
 		Code:          code,
 		Word:          word,
+		Slot:          slot,
 		Outcome:       o,
 		LatencyMs:     float64(g.o.Now().Sub(c.Start).Microseconds()) / 1000,
 		PolicyHash:    c.PolicyHash,
@@ -451,7 +454,7 @@ func (g *Gateway) relayEvent(c *pipeline.Call, srv *registry.Server, out *stream
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), SettleTimeout)
 	defer cancel()
-	g.audit(ctx, rec, outcome, code, "", "server-to-client request")
+	g.audit(ctx, rec, outcome, code, "", "", "server-to-client request")
 }
 
 // asksClient reports whether client capabilities caps let a server send

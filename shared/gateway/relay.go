@@ -133,6 +133,6 @@ func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *ht
 	}
 	st := &settler{parent: ctx}
 	defer st.stop()
-	g.audit(st.ctx(), c, outcome, code, "", "")
+	g.audit(st.ctx(), c, outcome, code, "", "", "")
 	w.WriteHeader(http.StatusAccepted)
 }
