@@ -147,7 +147,7 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 		var ref *refusal.Refusal
 		if errors.As(err, &ref) {
 			outcome, code, word = audit.OutcomeRefused, int(ref.Code), string(ref.Word)
-			if ref.Word == refusal.InternalError {
+			if failed(ref.Word) {
 				outcome = audit.OutcomeError
 			}
 		} else {
@@ -327,6 +327,14 @@ func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Reques
 		}
 	}
 	return resp, err
+}
+
+// failed reports whether a refusal with word w is a failure (outcome
+// error), not a check's decision: an internal error, or an upstream that
+// could not be reached or listed (-32000), wherever it was found (the
+// route check listing a server's tools, or the call itself).
+func failed(w refusal.Word) bool {
+	return w == refusal.InternalError || w == refusal.UpstreamError
 }
 
 // upstreamRefusal maps an upstream failure to the seed's contract.

@@ -498,7 +498,7 @@ func (g *Gateway) auditRefusal(ctx context.Context, c *pipeline.Call, err error,
 	if errors.As(err, &ref) {
 		code, word = int(ref.Code), string(ref.Word)
 	}
-	if word == string(refusal.InternalError) {
+	if failed(refusal.Word(word)) {
 		o = audit.OutcomeError
 	}
 	g.audit(st.ctx(), c, o, code, word, slot, "")
