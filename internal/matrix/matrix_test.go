@@ -116,9 +116,6 @@ func TestMatrix(t *testing.T) {
 	}
 	if !bytes.Equal(page, want) {
 		t.Errorf("docs/conformance.md is not this run's page: run `go test ./internal/matrix -update` (and commit it)")
-		if !t.Failed() {
-			return
-		}
 	}
 }
 
@@ -328,5 +325,49 @@ func TestRenderMarksEveryCell(t *testing.T) {
 	}
 	if strings.Contains(page, "| pass |") {
 		t.Errorf("a cell is rendered as a pass:\n%s", page)
+	}
+}
+
+// TestCheckRefusesMalformedRows: each rule of File.Check, broken once.
+func TestCheckRefusesMalformedRows(t *testing.T) {
+	base, err := matrix.Load(matrixPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := func() matrix.Row {
+		for _, r := range base.Rows {
+			if r.ID == "tool-stopped" {
+				return r
+			}
+		}
+		t.Fatal("no tool-stopped row")
+		return matrix.Row{}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*matrix.Row)
+		want string
+	}{
+		{"another word's code", func(r *matrix.Row) { r.Expect.Code = int(refusal.CodePolicyDenied) }, "not a row of shared/refusal's table"},
+		{"a refusal without a slot", func(r *matrix.Row) { r.Expect.Audit.Slot = "" }, "names its slot"},
+		{"no audit expectation", func(r *matrix.Row) { r.Expect.Audit = matrix.AuditWant{} }, "expect.audit"},
+		{"none without a reason", func(r *matrix.Row) { r.Expect.Audit = matrix.AuditWant{None: true} }, "audit_why"},
+		{"an unknown shape", func(r *matrix.Row) { r.Expect.Shape = "blocked" }, "shape"},
+		{"a result with a word", func(r *matrix.Row) { r.Expect.Shape = "result" }, "a refusal shape"},
+		{"not exercised without a reason", func(r *matrix.Row) { r.NotExercised = map[matrix.Boundary]string{matrix.Lambda: ""} }, "not_exercised"},
+		{"not exercised where it does not apply", func(r *matrix.Row) { r.NotExercised = map[matrix.Boundary]string{matrix.Wrap: "x"} }, "not_exercised"},
+		{"an unknown boundary", func(r *matrix.Row) { r.Boundaries = []matrix.Boundary{"proxy"} }, "unknown boundary"},
+		{"a bad id", func(r *matrix.Row) { r.ID = "Tool Stopped" }, "id must match"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := stopped()
+			r.ID = "tool-stopped-edited"
+			tc.edit(&r)
+			f := &matrix.File{Rows: append(append([]matrix.Row{}, base.Rows...), r)}
+			err := f.Check()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Check() = %v, want an error containing %q", err, tc.want)
+			}
+		})
 	}
 }
