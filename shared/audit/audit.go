@@ -53,9 +53,14 @@ type Record struct {
 	ParamsHash    string    `json:"params_hash,omitempty"` // ParamsKey.Hash of the tools/call arguments
 	Code          int       `json:"code"`                  // 0 when allowed
 	Word          string    `json:"word,omitempty"`        // refusal word, "" when allowed
-	Outcome       Outcome   `json:"outcome"`
-	LatencyMs     float64   `json:"latency_ms"`
-	PolicyHash    string    `json:"policy_hash"` // PolicyHash of the set in force; PolicyHashNone for none
+	// Slot names the check that refused: a stage of the order of checks
+	// (shared/pipeline: "session" ... "results"), or one of the Slot*
+	// names below for a refusal made outside it. Set with every word, ""
+	// when allowed. Both boundaries write it.
+	Slot       string  `json:"slot,omitempty"`
+	Outcome    Outcome `json:"outcome"`
+	LatencyMs  float64 `json:"latency_ms"`
+	PolicyHash string  `json:"policy_hash"` // PolicyHash of the set in force; PolicyHashNone for none
 	// Degraded names the fail-open checks that could not decide and let
 	// the call through (their store was unreachable).
 	Degraded []string `json:"degraded,omitempty"`
@@ -87,8 +92,8 @@ type Record struct {
 //   - policy_hash is a hex SHA-256 (PolicyHash); params_hash, when set,
 //     is keyed, "hmac-sha256:<key id>:<hex>" (ParamsKey.Hash); a
 //     tools/call record has a params_hash;
-//   - allowed has code 0 and no word; refused and indeterminate have a
-//     word; any word is a row of refusal.Table, and the code is that
+//   - allowed has code 0, no word and no slot; refused and indeterminate
+//     have a word; a record with a word names its slot; any word is a row of refusal.Table, and the code is that
 //     row's code, or -32042 (refusal.CodeWrapRefused) at layer wrap. An
 //     error without a word is the upstream's own JSON-RPC error, whose
 //     code is passed through as it is.
@@ -129,8 +134,8 @@ func (r Record) Validate() error {
 // checkCode is Validate's rule for code and word.
 func (r Record) checkCode() error {
 	if r.Outcome == OutcomeAllowed {
-		if r.Code != 0 || r.Word != "" {
-			return fmt.Errorf("audit: allowed record has code %d word %q; want 0 and none", r.Code, r.Word)
+		if r.Code != 0 || r.Word != "" || r.Slot != "" {
+			return fmt.Errorf("audit: allowed record has code %d word %q slot %q; want 0 and none", r.Code, r.Word, r.Slot)
 		}
 		return nil
 	}
@@ -139,6 +144,9 @@ func (r Record) checkCode() error {
 			return fmt.Errorf("audit: %s record has no word", r.Outcome)
 		}
 		return nil // the upstream's own error code
+	}
+	if r.Slot == "" {
+		return fmt.Errorf("audit: %s record for %s names no slot", r.Outcome, r.Word)
 	}
 	var e *refusal.Entry
 	for i := range refusal.Table {
@@ -159,6 +167,28 @@ func (r Record) checkCode() error {
 	}
 	return nil
 }
+
+// The slots of refusals made outside the gateway's order of checks. The
+// order's own stages are named by shared/pipeline's Slot.String.
+const (
+	// SlotMethod: the gateway serves no such method (-32601), or serves it
+	// on another endpoint.
+	SlotMethod = "method"
+	// SlotIdempotency: the idempotency ledger refused the key (-32602
+	// other params, -32063 in flight).
+	SlotIdempotency = "idempotency"
+	// SlotSend: an allowed call was dropped before it was sent (-32603).
+	SlotSend = "send"
+	// SlotUpstream: the upstream call failed (-32000) or did not answer in
+	// time (-32064).
+	SlotUpstream = "upstream"
+	// SlotWrapPolicy: `aegis wrap`'s --policy gate (POLICY_DENIED,
+	// PENDING_APPROVAL), an unreadable tool name included.
+	SlotWrapPolicy = "policy"
+	// SlotWrapAudit: `aegis wrap` could not write its audit file and
+	// refused what it would have let through (INTERNAL_ERROR).
+	SlotWrapAudit = "audit"
+)
 
 // Writer stores audit records. Write must not block a call for long; an
 // implementation that cannot write logs the record to the structured log

@@ -13,7 +13,7 @@ import (
 func TestValidate(t *testing.T) {
 	ok := records()["refused"]
 	wrapRec := audit.Record{Time: ok.Time, Layer: "wrap", Method: "tools/call", Tool: "shell_exec",
-		ParamsHash: goldenKey.Hash(nil), Outcome: audit.OutcomeRefused, Code: -32042, Word: "POLICY_DENIED",
+		ParamsHash: goldenKey.Hash(nil), Outcome: audit.OutcomeRefused, Code: -32042, Word: "POLICY_DENIED", Slot: audit.SlotWrapPolicy,
 		PolicyHash: audit.PolicyHash([]byte("rules"))}
 	cases := []struct {
 		name string
@@ -23,9 +23,9 @@ func TestValidate(t *testing.T) {
 	}{
 		{"gateway refusal", func(*audit.Record) {}, ok, ""},
 		{"wrap refusal", func(*audit.Record) {}, wrapRec, ""},
-		{"wrap allowed", func(r *audit.Record) { r.Outcome, r.Code, r.Word = audit.OutcomeAllowed, 0, "" }, wrapRec, ""},
-		{"wrap audit failure", func(r *audit.Record) { r.Word = "INTERNAL_ERROR" }, wrapRec, ""},
-		{"upstream's own error", func(r *audit.Record) { r.Outcome, r.Code, r.Word = audit.OutcomeError, -32001, "" }, ok, ""},
+		{"wrap allowed", func(r *audit.Record) { r.Outcome, r.Code, r.Word, r.Slot = audit.OutcomeAllowed, 0, "", "" }, wrapRec, ""},
+		{"wrap audit failure", func(r *audit.Record) { r.Word, r.Slot = "INTERNAL_ERROR", audit.SlotWrapAudit }, wrapRec, ""},
+		{"upstream's own error", func(r *audit.Record) { r.Outcome, r.Code, r.Word, r.Slot = audit.OutcomeError, -32001, "", "" }, ok, ""},
 		{"internal failure", func(r *audit.Record) { r.Outcome, r.Code, r.Word = audit.OutcomeError, -32603, "INTERNAL_ERROR" }, ok, ""},
 		{"session error", func(r *audit.Record) { r.Code, r.Word = -32603, "SESSION_ERROR" }, ok, ""},
 		{"approval record", func(r *audit.Record) { r.Method, r.ParamsHash = "approval.approved", "" }, records()["allowed"], ""},
@@ -44,8 +44,11 @@ func TestValidate(t *testing.T) {
 		{"prefixed params hash", func(r *audit.Record) { r.ParamsHash = "sha256:" + r.ParamsHash }, wrapRec, "params_hash"},
 		{"tools/call without params hash", func(r *audit.Record) { r.ParamsHash = "" }, ok, "params_hash"},
 		{"allowed with a code", func(r *audit.Record) { r.Outcome = audit.OutcomeAllowed }, ok, "allowed record has code"},
+		{"allowed with a slot", func(r *audit.Record) { r.Outcome, r.Code, r.Word = audit.OutcomeAllowed, 0, "" }, ok, "allowed record has code"},
+		{"refused without a slot", func(r *audit.Record) { r.Slot = "" }, ok, "names no slot"},
+		{"wrap refused without a slot", func(r *audit.Record) { r.Slot = "" }, wrapRec, "names no slot"},
 		{"refused without a word", func(r *audit.Record) { r.Word = "" }, ok, "refused record has no word"},
-		{"indeterminate without a word", func(r *audit.Record) { r.Outcome, r.Code, r.Word = audit.OutcomeIndeterminate, -32064, "" }, ok, "no word"},
+		{"indeterminate without a word", func(r *audit.Record) { r.Outcome, r.Code, r.Word, r.Slot = audit.OutcomeIndeterminate, -32064, "", "" }, ok, "no word"},
 		{"word not in the table", func(r *audit.Record) { r.Word = "RATE_LIMITTED" }, ok, "not in the refusal table"},
 		{"code of another word", func(r *audit.Record) { r.Code = -32003 }, ok, "want -32004"},
 		{"gateway with wrap's code", func(r *audit.Record) { r.Code = -32042 }, ok, "want -32004"},

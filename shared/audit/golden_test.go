@@ -38,10 +38,13 @@ func records() map[string]audit.Record {
 	allowed.Outcome, allowed.LatencyMs = audit.OutcomeAllowed, 3.25
 	refused := base
 	refused.Outcome, refused.Code, refused.Word, refused.LatencyMs = audit.OutcomeRefused, -32004, "RATE_LIMITED", 0.4
+	refused.Slot = "ratelimit"
 	failed := base
 	failed.Outcome, failed.Code, failed.Word, failed.LatencyMs = audit.OutcomeError, -32000, "UPSTREAM_ERROR", 12.5
+	failed.Slot = audit.SlotUpstream
 	indet := base
 	indet.Outcome, indet.Code, indet.Word, indet.LatencyMs = audit.OutcomeIndeterminate, -32064, "UPSTREAM_TIMEOUT", 10000
+	indet.Slot = audit.SlotUpstream
 	return map[string]audit.Record{"allowed": allowed, "refused": refused, "error": failed, "indeterminate": indet}
 }
 

@@ -53,6 +53,7 @@ func AuditItem(r audit.Record, retention time.Duration, suffix string) Item {
 	str("params_hash", r.ParamsHash)
 	it["code"] = N(int64(r.Code))
 	str("word", r.Word)
+	str("slot", r.Slot)
 	str("outcome", string(r.Outcome))
 	it["latency_ms"] = &types.AttributeValueMemberN{Value: strconv.FormatFloat(r.LatencyMs, 'f', -1, 64)}
 	str("policy_hash", r.PolicyHash)
@@ -106,7 +107,7 @@ func auditFromItem(it Item) audit.Record {
 		Time: t, Tenant: GetS(it, "tenant"), Caller: GetS(it, "caller"), Session: GetS(it, "session"),
 		CorrelationID: GetS(it, "correlation_id"), Layer: GetS(it, "layer"), Method: GetS(it, "method"),
 		Server: GetS(it, "server"), Tool: GetS(it, "tool"), ParamsHash: GetS(it, "params_hash"),
-		Code: int(GetN(it, "code")), Word: GetS(it, "word"), Outcome: audit.Outcome(GetS(it, "outcome")),
+		Code: int(GetN(it, "code")), Word: GetS(it, "word"), Slot: GetS(it, "slot"), Outcome: audit.Outcome(GetS(it, "outcome")),
 		LatencyMs: lat, PolicyHash: GetS(it, "policy_hash"), Detail: GetS(it, "detail"),
 		PolicyVerdict: GetS(it, "policy_verdict"), PolicyRule: GetS(it, "policy_rule"), PolicyAudit: policyAudit(it),
 	}

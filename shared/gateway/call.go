@@ -110,7 +110,7 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 	// One UPSTREAM_TIMEOUT_SECS for all this call sends upstream: a cold
 	// catalog's tools/list during routing and the call itself share it.
 	ctx = g.up.WithBudget(ctx)
-	outcome, code, word, detail := audit.OutcomeAllowed, 0, "", ""
+	outcome, code, word, slot, detail := audit.OutcomeAllowed, 0, "", "", ""
 	sent, finished, dropped := false, false, false
 	// finish gives back what the checks took (a lease, an unused
 	// approval) and records a breaker result. A call that reached the
@@ -139,14 +139,16 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 		// record is written on the settling context: after the answer,
 		// whether or not the client is still there, and bounded.
 		done := c.Async(finish)
-		g.audit(st.ctx(), c, outcome, code, word, detail)
+		g.audit(st.ctx(), c, outcome, code, word, slot, detail)
 		done()
 	}()
-	refuse := func(err error) {
+	// refuse answers err, refused by the check named at (an audit slot).
+	refuse := func(err error, at string) {
+		slot = at
 		var ref *refusal.Refusal
 		if errors.As(err, &ref) {
 			outcome, code, word = audit.OutcomeRefused, int(ref.Code), string(ref.Word)
-			if ref.Word == refusal.InternalError {
+			if failed(ref.Word) {
 				outcome = audit.OutcomeError
 			}
 		} else {
@@ -158,7 +160,7 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 	err := g.pipe.Run(ctx, c)
 	g.sessionHeaders(w, ep, c)
 	if err != nil {
-		refuse(err)
+		refuse(err, c.RefusedBy.String())
 		return
 	}
 	// Allowed. What follows the send runs detached from the client.
@@ -168,24 +170,24 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if err != nil {
 		var ref *refusal.Refusal
 		if errors.As(err, &ref) { // from the idempotency ledger
-			refuse(ref)
+			refuse(ref, audit.SlotIdempotency)
 			return
 		}
 		var ns *notSentError
 		if errors.As(err, &ns) {
 			g.o.Logger.Warn("call not sent", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", c.Server.Name, "why", ns.why)
 			dropped, detail = true, ns.why
-			refuse(refusal.Internal(c.CorrelationID))
+			refuse(refusal.Internal(c.CorrelationID), audit.SlotSend)
 			return
 		}
 		ref, o := upstreamRefusal(err, g.o.Settings.UpstreamTimeout)
 		g.o.Logger.Warn("upstream failed", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", c.Server.Name, "err", err)
-		outcome, code, word = o, int(ref.Code), string(ref.Word)
+		outcome, code, word, slot = o, int(ref.Code), string(ref.Word), audit.SlotUpstream
 		writeRefusal(w, c.ID, ref, c.Tenant.RefusalShape, c.Method)
 		return
 	}
 	if err := g.pipe.RunResults(dctx, c, resp); err != nil {
-		refuse(err)
+		refuse(err, c.RefusedBy.String())
 		return
 	}
 	if resp.Error != nil {
@@ -335,6 +337,14 @@ func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Reques
 	return resp, err
 }
 
+// failed reports whether a refusal with word w is a failure (outcome
+// error), not a check's decision: an internal error, or an upstream that
+// could not be reached or listed (-32000), wherever it was found (the
+// route check listing a server's tools, or the call itself).
+func failed(w refusal.Word) bool {
+	return w == refusal.InternalError || w == refusal.UpstreamError
+}
+
 // upstreamRefusal maps an upstream failure to the seed's contract.
 func upstreamRefusal(err error, timeout time.Duration) (*refusal.Refusal, audit.Outcome) {
 	if upstream.CallSent(err) {
@@ -345,19 +355,20 @@ func upstreamRefusal(err error, timeout time.Duration) (*refusal.Refusal, audit.
 
 // audit records the call's outcome. ctx is the settling context (see
 // settler): the write neither dies with the client nor hangs.
-func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, code int, word, detail string) {
+func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, code int, word, slot, detail string) {
 	rec := audit.Record{
 		Time:          c.Start.UTC(),
 		Tenant:        c.Tenant.ID,
 		Caller:        c.Caller,
 		Session:       c.SessionID,
 		CorrelationID: c.CorrelationID,
-		Layer:         "gateway",
+		Layer:         string(refusal.LayerGateway),
 		Method:        c.Method,
 		Tool:          c.Tool,
 		ParamsHash:    g.key.Hash(jsonrpc.Member(c.Params, "arguments")),
 		Code:          code,
 		Word:          word,
+		Slot:          slot,
 		Outcome:       o,
 		LatencyMs:     float64(g.o.Now().Sub(c.Start).Microseconds()) / 1000,
 		PolicyHash:    c.PolicyHash,
@@ -474,14 +485,14 @@ func (g *Gateway) relayEvent(c *pipeline.Call, srv *registry.Server, sess upstre
 		if ref.Word == refusal.InternalError {
 			outcome = audit.OutcomeError
 		}
-		g.audit(ctx, rec, outcome, int(ref.Code), string(ref.Word), "server-to-client request not relayed")
+		g.audit(ctx, rec, outcome, int(ref.Code), string(ref.Word), refusedSlot(rec), "server-to-client request not relayed")
 		return
 	}
 	outcome, code := audit.OutcomeAllowed, 0
 	if !out.Event(relayed) {
 		outcome, code = audit.OutcomeError, int(refusal.CodeInternal)
 	}
-	g.audit(ctx, rec, outcome, code, "", "server-to-client request")
+	g.audit(ctx, rec, outcome, code, "", "", "server-to-client request")
 }
 
 // clientTarget is what a relayed message is called in rate windows and
@@ -496,6 +507,16 @@ func (g *Gateway) answerUpstream(ctx context.Context, rec *pipeline.Call, sess u
 	if err != nil {
 		g.o.Logger.Warn("refusal of a server-to-client request not delivered upstream", "correlation_id", rec.CorrelationID, "tenant", rec.Tenant.ID, "server", rec.Server.Name, "err", err)
 	}
+}
+
+// refusedSlot names the check that refused c for its audit record: the
+// stage that refused it, or, when no stage did (the call could not be
+// decided), the send that was dropped.
+func refusedSlot(c *pipeline.Call) string {
+	if c.RefusedBy.Valid() {
+		return c.RefusedBy.String()
+	}
+	return audit.SlotSend
 }
 
 // asksClient reports whether client capabilities caps let a server send

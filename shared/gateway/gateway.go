@@ -489,7 +489,9 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 	switch c.Method {
 	case "initialize":
 		if !ep.mcp {
-			writeRefusal(w, c.ID, refusal.Unknown("initialize (served on /mcp)"), "", c.Method)
+			ref := refusal.Unknown("initialize (served on /mcp)")
+			g.auditRefusal(ctx, c, ref, audit.SlotMethod)
+			writeRefusal(w, c.ID, ref, "", c.Method)
 			return
 		}
 		if c.Stateless {
@@ -501,6 +503,7 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 	err := g.pipe.Run(ctx, c)
 	g.sessionHeaders(w, ep, c)
 	if err != nil {
+		g.auditRefusal(ctx, c, err, c.RefusedBy.String())
 		g.refuse(w, ep, c, err)
 		return
 	}
@@ -527,8 +530,29 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 		g.relay(ctx, w, ep, c, servers)
 	default:
-		writeRefusal(w, c.ID, refusal.Unknown(c.Method), "", c.Method)
+		ref := refusal.Unknown(c.Method)
+		g.auditRefusal(ctx, c, ref, audit.SlotMethod)
+		writeRefusal(w, c.ID, ref, "", c.Method)
 	}
+}
+
+// auditRefusal records the refusal err, by the check named slot, of a
+// request that is not decided per call (the lists, ping, initialize, an
+// unknown method): every refusal after authentication has its record,
+// whether or not the upstream saw the request. Decided requests are
+// recorded by decided.
+func (g *Gateway) auditRefusal(ctx context.Context, c *pipeline.Call, err error, slot string) {
+	st := &settler{parent: ctx}
+	defer st.stop()
+	o, code, word := audit.OutcomeRefused, int(refusal.CodeInternal), string(refusal.InternalError)
+	var ref *refusal.Refusal
+	if errors.As(err, &ref) {
+		code, word = int(ref.Code), string(ref.Word)
+	}
+	if failed(refusal.Word(word)) {
+		o = audit.OutcomeError
+	}
+	g.audit(st.ctx(), c, o, code, word, slot, "")
 }
 
 func (g *Gateway) sessionHeaders(w http.ResponseWriter, ep endpoint, c *pipeline.Call) {

@@ -141,7 +141,7 @@ func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *ht
 		if ref.Code != refusal.CodeRateLimited {
 			outcome, status = audit.OutcomeError, http.StatusServiceUnavailable
 		}
-		g.audit(st.ctx(), c, outcome, int(ref.Code), string(ref.Word), "client answer not carried")
+		g.audit(st.ctx(), c, outcome, int(ref.Code), string(ref.Word), refusedSlot(c), "client answer not carried")
 		b, _ := json.Marshal(map[string]string{"error": ref.Message})
 		writeFrame(w, status, b)
 		return
@@ -153,6 +153,6 @@ func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *ht
 		g.o.Logger.Warn("client answer not delivered upstream", "correlation_id", corr, "tenant", tenant.ID, "server", name, "err", err)
 		outcome, code = audit.OutcomeError, int(refusal.CodeUpstream)
 	}
-	g.audit(st.ctx(), c, outcome, code, "", "")
+	g.audit(st.ctx(), c, outcome, code, "", "", "")
 	w.WriteHeader(http.StatusAccepted)
 }

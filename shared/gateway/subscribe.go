@@ -91,7 +91,7 @@ func (g *Gateway) subscribe(ctx context.Context, w http.ResponseWriter, ep endpo
 	out := ep.out
 	st := &settler{parent: ctx}
 	defer st.stop()
-	defer func() { g.audit(st.ctx(), c, audit.OutcomeAllowed, 0, "", "") }()
+	defer func() { g.audit(st.ctx(), c, audit.OutcomeAllowed, 0, "", "", "") }()
 	ack := func(f filter) {
 		params, _ := json.Marshal(map[string]any{"_meta": map[string]json.RawMessage{metaSubscriptionID: c.ID}, "notifications": f})
 		out.Event(notification("notifications/subscriptions/acknowledged", params))

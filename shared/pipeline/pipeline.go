@@ -104,6 +104,11 @@ type Call struct {
 	// it is ("client:elicitation/create", "client:response").
 	Relayed bool
 
+	// RefusedBy is the stage that refused the call (set by Run, RunUntil
+	// and RunResults with the refusal they return; 0 while none has):
+	// the audit record's slot.
+	RefusedBy Slot
+
 	// Degraded lists the fail-open stages that could not decide and let
 	// the call through (audit: degraded).
 	Degraded []Slot
@@ -447,6 +452,7 @@ func (p *Pipeline) apply(ctx context.Context, st *Stage, c *Call, err error) err
 	}
 	var ref *refusal.Refusal
 	if errors.As(err, &ref) {
+		c.RefusedBy = st.Slot
 		return ref
 	}
 	if st.Mode == FailOpen {
@@ -457,6 +463,7 @@ func (p *Pipeline) apply(ctx context.Context, st *Stage, c *Call, err error) err
 	}
 	p.log.ErrorContext(ctx, "check could not decide; call refused (fails closed)",
 		"slot", st.Slot.String(), "tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", err)
+	c.RefusedBy = st.Slot
 	if st.Unavailable != nil {
 		return st.Unavailable(c)
 	}

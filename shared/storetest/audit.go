@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
 func testAudit(t *testing.T, nb NewBackend) {
@@ -18,7 +19,7 @@ func testAudit(t *testing.T, nb NewBackend) {
 		return audit.Record{
 			Time: t0.Add(at), Tenant: tenant, Caller: "agent", Session: "s1",
 			CorrelationID: fmt.Sprintf("corr-%d", i), Layer: "gateway", Method: "tools/call",
-			Server: "docs", Tool: "search", ParamsHash: "sha256:abc", Code: -32004, Word: "RATE_LIMITED",
+			Server: "docs", Tool: "search", ParamsHash: "sha256:abc", Code: int(refusal.CodeRateLimited), Word: string(refusal.RateLimited), Slot: "ratelimit",
 			Outcome: audit.OutcomeRefused, LatencyMs: 1.25, PolicyHash: audit.PolicyHashNone, Detail: "d",
 			Degraded: []string{"ratelimit", "quota"},
 			Findings: []audit.Finding{

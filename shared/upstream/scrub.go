@@ -7,10 +7,14 @@ import (
 	"encoding/json"
 	"net/textproto"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf16"
+
 	"unicode/utf8"
+
+	"github.com/aegis-gw/aegis/shared/refusal"
 
 	content "github.com/aegis-gw/aegis/shared/scan"
 )
@@ -398,7 +402,7 @@ func (s Scrubber) ErrorObject(raw json.RawMessage) json.RawMessage {
 // redactedErrorCode is the code of an upstream's JSON-RPC error whose own
 // code was taken by the scrubber: -32000, the gateway's upstream error
 // (refusal.CodeUpstream).
-const redactedErrorCode = "-32000"
+var redactedErrorCode = strconv.Itoa(int(refusal.CodeUpstream))
 
 // isInt reports whether v is a JSON integer.
 func isInt(v json.RawMessage) bool {

@@ -30,6 +30,7 @@ type Record struct {
 	Outcome    audit.Outcome   `json:"outcome"` // allowed or refused
 	Code       int             `json:"code"`    // -32042 when refused, else 0
 	Word       string          `json:"word,omitempty"`
+	Slot       string          `json:"slot,omitempty"` // audit.SlotWrapPolicy or audit.SlotWrapAudit when refused
 	Rule       string          `json:"rule,omitempty"`
 	PolicyHash string          `json:"policy_hash"`
 }
@@ -44,7 +45,7 @@ type Record struct {
 func (r Record) Validate() error {
 	shared := audit.Record{
 		Time: r.Time, Layer: r.Layer, Method: r.Method, Tool: r.Tool, ParamsHash: r.ParamsHash,
-		Code: r.Code, Word: r.Word, Outcome: r.Outcome, PolicyHash: r.PolicyHash,
+		Code: r.Code, Word: r.Word, Slot: r.Slot, Outcome: r.Outcome, PolicyHash: r.PolicyHash,
 	}
 	if err := shared.Validate(); err != nil {
 		return err

@@ -46,9 +46,9 @@ func TestAuditRecords(t *testing.T) {
 	h := p.Hash()
 	want := []Record{
 		{Seq: 1, Tool: "echo", ID: json.RawMessage(`1`), ParamsHash: argsHash(`{"a":1}`), Outcome: "allowed"},
-		{Seq: 2, Tool: "shell_exec", ID: json.RawMessage(`"x"`), ParamsHash: argsHash(""), Outcome: "refused", Code: -32042, Word: "POLICY_DENIED", Rule: "deny:shell_*"},
-		{Seq: 3, Tool: "pay_now", ID: json.RawMessage(`null`), ParamsHash: argsHash(""), Outcome: "refused", Code: -32042, Word: "PENDING_APPROVAL", Rule: "approval:pay_*"},
-		{Seq: 4, Tool: "", ID: json.RawMessage(`3`), ParamsHash: argsHash(""), Outcome: "refused", Code: -32042, Word: "POLICY_DENIED", Rule: "ambiguous"},
+		{Seq: 2, Tool: "shell_exec", ID: json.RawMessage(`"x"`), ParamsHash: argsHash(""), Outcome: "refused", Code: -32042, Word: "POLICY_DENIED", Slot: "policy", Rule: "deny:shell_*"},
+		{Seq: 3, Tool: "pay_now", ID: json.RawMessage(`null`), ParamsHash: argsHash(""), Outcome: "refused", Code: -32042, Word: "PENDING_APPROVAL", Slot: "policy", Rule: "approval:pay_*"},
+		{Seq: 4, Tool: "", ID: json.RawMessage(`3`), ParamsHash: argsHash(""), Outcome: "refused", Code: -32042, Word: "POLICY_DENIED", Slot: "policy", Rule: "ambiguous"},
 	}
 	for i := range want {
 		want[i].Layer, want[i].Method, want[i].PolicyHash = "wrap", "tools/call", h
@@ -340,18 +340,19 @@ func TestParamsHashIsTheGateways(t *testing.T) {
 func TestRecordValidate(t *testing.T) {
 	ok := Record{Time: time.Date(2026, 11, 30, 5, 40, 1, 0, time.UTC), Seq: 2, Layer: "wrap", Method: "tools/call",
 		Tool: "write_file", ID: json.RawMessage(`7`), ParamsHash: argsHash(`{"path":"/etc/passwd"}`),
-		Outcome: "refused", Code: -32042, Word: "POLICY_DENIED", Rule: "deny:write_file", PolicyHash: audit.PolicyHash([]byte("p"))}
+		Outcome: "refused", Code: -32042, Word: "POLICY_DENIED", Slot: "policy", Rule: "deny:write_file", PolicyHash: audit.PolicyHash([]byte("p"))}
 	cases := []struct {
 		name string
 		edit func(*Record)
 		want string
 	}{
 		{"refused", func(*Record) {}, ""},
-		{"allowed", func(r *Record) { r.Outcome, r.Code, r.Word = "allowed", 0, "" }, ""},
+		{"allowed", func(r *Record) { r.Outcome, r.Code, r.Word, r.Slot = "allowed", 0, "", "" }, ""},
+		{"refused without a slot", func(r *Record) { r.Slot = "" }, "names no slot"},
 		{"no policy", func(r *Record) { r.PolicyHash = emptyPolicy.Hash() }, ""},
 		{"string id", func(r *Record) { r.ID = json.RawMessage(`"x"`) }, ""},
 		{"null id, no tool", func(r *Record) { r.ID, r.Tool = json.RawMessage(`null`), "" }, ""},
-		{"audit down", func(r *Record) { r.Word, r.Rule = "INTERNAL_ERROR", ruleAuditFailed }, ""},
+		{"audit down", func(r *Record) { r.Word, r.Rule, r.Slot = "INTERNAL_ERROR", ruleAuditFailed, "audit" }, ""},
 
 		{"the old params_hash", func(r *Record) { r.ParamsHash = "sha256:" + r.ParamsHash }, "params_hash"},
 		{"the old policy_hash", func(r *Record) { r.PolicyHash = "sha256:" + r.PolicyHash }, "policy_hash"},

@@ -295,7 +295,10 @@ func (g *gate) decide(line []byte, down auditDown) effect {
 		}
 		if d.Refused {
 			refused[i] = true
-			r.Outcome, r.Code, r.Word = audit.OutcomeRefused, int(refusal.CodeWrapRefused), string(d.Word)
+			r.Outcome, r.Code, r.Word, r.Slot = audit.OutcomeRefused, int(refusal.CodeWrapRefused), string(d.Word), audit.SlotWrapPolicy
+			if d.Rule == ruleAuditFailed {
+				r.Slot = audit.SlotWrapAudit
+			}
 			e.frames = append(e.frames, refusalFrame(c.id, d.Word))
 		} else {
 			e.allowed = true
