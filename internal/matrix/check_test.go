@@ -166,10 +166,10 @@ func checkAnswer(e matrix.Expect, a answer) []string {
 		if len(a.body) != 0 {
 			fail("want an empty body, got %.300s", a.body)
 		}
-	case "unauthorized":
+	case "unauthorized", "forbidden":
 		var m map[string]any
-		if err := json.Unmarshal(a.body, &m); err != nil || len(m) != 1 || !strings.HasPrefix(fmt.Sprint(m["error"]), "unauthorized: ") {
-			fail(`want {"error":"unauthorized: ..."} and nothing else, got %.300s`, a.body)
+		if err := json.Unmarshal(a.body, &m); err != nil || len(m) != 1 || !strings.HasPrefix(fmt.Sprint(m["error"]), e.Shape+": ") {
+			fail(`want {"error":"%s: ..."} and nothing else, got %.300s`, e.Shape, a.body)
 		}
 	default:
 		errs = append(errs, checkFrame(e, a.body)...)
@@ -187,6 +187,14 @@ func checkAnswer(e matrix.Expect, a answer) []string {
 	for _, h := range e.HeaderHas {
 		if a.header.Get(h) == "" {
 			fail("no %s header", h)
+		}
+	}
+	for h, subs := range e.HeaderContains {
+		got := strings.Join(a.header.Values(h), ", ")
+		for _, sub := range subs {
+			if !strings.Contains(got, sub) {
+				fail("%s %q does not contain %q", h, got, sub)
+			}
 		}
 	}
 	return errs

@@ -82,20 +82,41 @@ type Setup struct {
 	Tools   map[string]map[string]any `yaml:"tools"`
 	Stops   []string                  `yaml:"stops"`
 	Policy  string                    `yaml:"policy"`
+	// OAuth: the tenant trusts the matrix issuer, with its
+	// /t/{tenant}/v1/invoke resource as the audience and the scope "mcp"
+	// required (docs/oauth.md).
+	OAuth bool `yaml:"oauth"`
 }
 
 // Request is what the row sends to a gateway boundary.
 type Request struct {
-	Path    string            `yaml:"path"` // "" /v1/invoke
-	Auth    string            `yaml:"auth"` // "" the tenant's key, none, bad
+	Path    string            `yaml:"path"` // "" /v1/invoke; a /t/{tenant}/ path names the row's tenant or m-other
+	Auth    string            `yaml:"auth"` // "" the tenant's key, none, bad, token
 	Headers map[string]string `yaml:"headers"`
 	Body    string            `yaml:"body"`
+	// Token is the OAuth access token of auth "token", minted when the
+	// run starts.
+	Token *Token `yaml:"token"`
 	// Session "reuse": the requests after the first carry the session
 	// the first one was given.
 	Session string `yaml:"session"`
 	// Repeat sends the request this many times; the last answer is the
 	// one checked.
 	Repeat int `yaml:"repeat"`
+}
+
+// Token is an access token the runner mints: by default signed by the
+// row tenant's issuer, for its resource, with the scope "mcp", valid for
+// an hour.
+type Token struct {
+	// Issuer "other": signed by the issuer only m-other trusts.
+	Issuer string `yaml:"issuer"`
+	// Audience "other": m-other's resource (a token of that tenant).
+	Audience string `yaml:"audience"`
+	// Scope replaces "mcp" when set.
+	Scope string `yaml:"scope"`
+	// Expired: exp an hour ago.
+	Expired bool `yaml:"expired"`
 }
 
 // WrapIn is what a wrap row runs: `aegis wrap [--policy P]` over the
@@ -122,6 +143,8 @@ type Expect struct {
 	BodyHas    []string       `yaml:"body_has"`
 	BodyLacks  []string       `yaml:"body_lacks"`
 	HeaderHas  []string       `yaml:"header_has"`
+	// HeaderContains: each header must contain each of its strings.
+	HeaderContains map[string][]string `yaml:"header_contains"`
 	// ChildSees "none": the child received nothing (wrap).
 	ChildSees string `yaml:"child_sees"`
 	// Audit is the record the last request must leave: "none", or a
@@ -138,6 +161,7 @@ var Shapes = []string{
 	"not-aegis",    // an answer aegis did not author: a result, or the upstream's own error
 	"empty",        // HTTP 202 with an empty body
 	"unauthorized", // HTTP 401 with {"error":"unauthorized: ..."}, never JSON-RPC
+	"forbidden",    // HTTP 403 with {"error":"forbidden: ..."}, never JSON-RPC
 	"identical",    // wrap: every byte the child wrote, and nothing else; the child got every byte sent
 }
 
@@ -196,6 +220,10 @@ func (r Row) Applies(b Boundary) bool {
 	}
 	return slices.Contains(bs, b)
 }
+
+// OtherTenant is the world's tenant that no row owns: it has the server
+// "vault" and trusts both issuers, for its own resource.
+const OtherTenant = "m-other"
 
 // Tenant is the row's tenant id.
 func (r Row) Tenant() string { return "m-" + r.ID }
@@ -258,6 +286,22 @@ func (f *File) Check() error {
 		}
 		if r.Applies(Wrap) != (r.Wrap != nil) {
 			errs = append(errs, fmt.Errorf("%s: a wrap row has a wrap: section, and only a wrap row", at))
+		}
+		if (r.Request.Auth == "token") != (r.Request.Token != nil) {
+			errs = append(errs, fmt.Errorf("%s: auth token needs a token:, and only it has one", at))
+		}
+		if tk := r.Request.Token; tk != nil {
+			if !r.Setup.OAuth {
+				errs = append(errs, fmt.Errorf("%s: a token row's tenant needs setup.oauth", at))
+			}
+			if (tk.Issuer != "" && tk.Issuer != "other") || (tk.Audience != "" && tk.Audience != "other") {
+				errs = append(errs, fmt.Errorf("%s: token issuer and audience are other or unset", at))
+			}
+		}
+		if rest, ok := strings.CutPrefix(r.Request.Path, "/t/"); ok {
+			if t, _, _ := strings.Cut(rest, "/"); t != r.Tenant() && t != OtherTenant {
+				errs = append(errs, fmt.Errorf("%s: path %s names tenant %q, want the row's %s or %s", at, r.Request.Path, t, r.Tenant(), OtherTenant))
+			}
 		}
 		if r.Profile != "" && r.Profile != "off" {
 			errs = append(errs, fmt.Errorf("%s: profile %q: want off or none", at, r.Profile))

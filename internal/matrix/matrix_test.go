@@ -64,6 +64,8 @@ func TestMatrix(t *testing.T) {
 		}
 	}
 	up := startUpstream(t)
+	w := startIDP(t)
+	tokens := mintTokens(t, f, w)
 	t.Run("boundaries", func(t *testing.T) {
 		for _, b := range matrix.Boundaries {
 			t.Run(string(b), func(t *testing.T) {
@@ -79,15 +81,15 @@ func TestMatrix(t *testing.T) {
 				var targets map[string]target
 				switch b {
 				case matrix.Gateway:
-					targets = startGateway(t, f, up)
+					targets = startGateway(t, f, up, w)
 				case matrix.Serve:
-					targets = startServe(t, f, up, false)
+					targets = startServe(t, f, up, w, false)
 				case matrix.ServeDynamoDB:
-					targets = startServe(t, f, up, true)
+					targets = startServe(t, f, up, w, true)
 				case matrix.Lambda:
-					targets = startLambda(t, f, up)
+					targets = startLambda(t, f, up, w)
 				}
-				runGateway(t, b, targets, rows, set)
+				runGateway(t, b, targets, rows, tokens, set)
 			})
 		}
 	})
@@ -136,7 +138,7 @@ const rowWorkers = 4
 // runGateway runs rows at the gateway boundary b, rowWorkers at a time per
 // profile (a row's tenant is its own, so rows share nothing but the
 // process: not a session, a rate window, a meter or a circuit).
-func runGateway(t *testing.T, b matrix.Boundary, targets map[string]target, rows []matrix.Row, set func(string, matrix.Boundary, matrix.Cell)) {
+func runGateway(t *testing.T, b matrix.Boundary, targets map[string]target, rows []matrix.Row, tokens map[string]string, set func(string, matrix.Boundary, matrix.Cell)) {
 	byProfile := map[string][]matrix.Row{}
 	for _, r := range rows {
 		byProfile[r.Profile] = append(byProfile[r.Profile], r)
@@ -155,7 +157,7 @@ func runGateway(t *testing.T, b matrix.Boundary, targets map[string]target, rows
 		for range rowWorkers {
 			wg.Go(func() {
 				for r := range queue {
-					errs := runRow(t.Context(), tg, r)
+					errs := runRow(t.Context(), tg, r, tokens[r.ID])
 					mu.Lock()
 					results[r.ID] = errs
 					if r.Expect.Audit.None {
@@ -201,8 +203,9 @@ func runGateway(t *testing.T, b matrix.Boundary, targets map[string]target, rows
 }
 
 // runRow sends r's request (Repeat times) to tg and checks the last
-// answer and its audit record.
-func runRow(ctx context.Context, tg target, r matrix.Row) []string {
+// answer and its audit record. token is the row's OAuth token (auth
+// token): the answer must never contain it.
+func runRow(ctx context.Context, tg target, r matrix.Row, token string) []string {
 	q := r.Request
 	path := q.Path
 	if path == "" {
@@ -215,6 +218,8 @@ func runRow(ctx context.Context, tg target, r matrix.Row) []string {
 		hdr.Set("Authorization", "Bearer "+keyOf(r.Tenant()))
 	case "bad":
 		hdr.Set("Authorization", "Bearer "+badKey(r.Tenant()))
+	case "token":
+		hdr.Set("Authorization", "Bearer "+token)
 	case "none":
 	default:
 		return []string{"unknown request.auth " + q.Auth}
@@ -239,6 +244,9 @@ func runRow(ctx context.Context, tg target, r matrix.Row) []string {
 		}
 	}
 	errs := checkAnswer(r.Expect, a)
+	if token != "" && (bytes.Contains(a.body, []byte(token)) || strings.Contains(fmt.Sprint(a.header), token)) {
+		errs = append(errs, "the answer contains the token")
+	}
 	if r.Expect.Audit.None {
 		return errs
 	}

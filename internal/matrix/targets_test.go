@@ -151,18 +151,18 @@ func settingsOf(t *testing.T, profile string) (config.Settings, quota.Tiers) {
 // startGateway is the in-process boundary: shared/gateway over the
 // embedded store (with the rows' faults), one gateway per profile on one
 // store.
-func startGateway(t *testing.T, f *matrix.File, up string) map[string]target {
+func startGateway(t *testing.T, f *matrix.File, up string, w *idp) map[string]target {
 	st := &faulty{Store: memstore.New(), faults: map[string]string{}}
 	for _, r := range f.Rows {
 		if r.Fault != "" {
 			st.faults[r.Tenant()] = r.Fault
 		}
 	}
-	seed(t, st, f, up)
+	seed(t, st, f, up, w)
 	out := map[string]target{}
 	for _, p := range profiles {
 		s, tiers := settingsOf(t, p)
-		gw, err := gateway.New(st, &gateway.Options{Settings: s, Tiers: tiers, Logger: slog.New(slog.DiscardHandler)})
+		gw, err := gateway.New(st, &gateway.Options{Settings: s, Tiers: tiers, HTTP: w.client(t), Logger: slog.New(slog.DiscardHandler)})
 		must(t, err)
 		srv := httptest.NewServer(gw)
 		t.Cleanup(srv.Close)
@@ -212,14 +212,14 @@ const adminKey = "matrix-admin-key-0123456789abcdef"
 // embedded store, or with --store dynamodb on moto_server (a fresh pair of
 // tables per process), one process per profile. Stops are set through
 // the admin API, and the audit is read through it.
-func startServe(t *testing.T, f *matrix.File, up string, dynamodb bool) map[string]target {
+func startServe(t *testing.T, f *matrix.File, up string, w *idp, dynamodb bool) map[string]target {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "aegis.yaml")
-	must(t, os.WriteFile(cfg, configFile(t, f, up), 0o600))
+	must(t, os.WriteFile(cfg, configFile(t, f, up, w), 0o600))
 	bin := aegisBin(t)
 	out := map[string]target{}
 	for _, p := range profiles {
-		env := []string{"AEGIS_ADMIN_KEY=" + adminKey, "AEGIS_PARAMS_KEY_FILE=" + filepath.Join(dir, "params-"+p+".key"), "HOME=" + dir}
+		env := []string{"AEGIS_ADMIN_KEY=" + adminKey, "AEGIS_PARAMS_KEY_FILE=" + filepath.Join(dir, "params-"+p+".key"), "HOME=" + dir, "SSL_CERT_FILE=" + w.cert}
 		for k, v := range profileEnv(p) {
 			env = append(env, k+"="+v)
 		}
@@ -388,7 +388,7 @@ var eventTemplates = map[string]string{
 // startLambda is the Lambda boundary: the gateway bootstrap under
 // aws-lambda-rie on moto_server (one table pair, one function per
 // profile), seeded through the DynamoDB store.
-func startLambda(t *testing.T, f *matrix.File, up string) map[string]target {
+func startLambda(t *testing.T, f *matrix.File, up string, w *idp) map[string]target {
 	bin := lambdatest.Build(t, "./functions/gateway")
 	templates := map[string][]byte{}
 	for route, name := range eventTemplates {
@@ -408,12 +408,13 @@ func startLambda(t *testing.T, f *matrix.File, up string) map[string]target {
 		func() {
 			motoSetup.Lock()
 			defer motoSetup.Unlock()
-			seed(t, st, f, up)
+			seed(t, st, f, up, w)
 		}()
 		env := map[string]string{
 			"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_ENDPOINT_URL_DYNAMODB": db.Endpoint,
 			"AWS_EC2_METADATA_DISABLED": "true", "AEGIS_STATE_TABLE": db.Tables.State, "AEGIS_AUDIT_TABLE": db.Tables.Audit,
 			"FUNCTION_TIMEOUT_SECS": "10", wiring.EnvAllowLoopback: "1", "AEGIS_TRACE": "off", "AEGIS_LOG_LEVEL": "warn",
+			"SSL_CERT_FILE": w.cert,
 		}
 		for k, v := range profileEnv(p) {
 			env[k] = v
@@ -425,11 +426,10 @@ func startLambda(t *testing.T, f *matrix.File, up string) map[string]target {
 }
 
 func (l *lambdaTarget) send(ctx context.Context, r request) (answer, error) {
-	route, params := "POST "+r.path, map[string]string(nil)
-	if srv, ok := strings.CutPrefix(r.path, "/mcp/"); ok {
-		route, params = "POST /mcp/{server}", map[string]string{"server": srv}
-	}
-	tpl, ok := l.templates[route]
+	route, params := routeOf(r.path)
+	// A tenant's path (/t/{tenant}/...) is built on the recorded event of
+	// the same route without the tenant.
+	tpl, ok := l.templates[strings.Replace(route, "/t/{tenant}", "", 1)]
 	if !ok {
 		return answer{}, fmt.Errorf("no recorded event for %s", route)
 	}
@@ -485,6 +485,24 @@ func (l *lambdaTarget) send(ctx context.Context, r request) (answer, error) {
 		}
 	}
 	return a, nil
+}
+
+// routeOf is API Gateway's route key and path parameters for path.
+func routeOf(path string) (string, map[string]string) {
+	params := map[string]string{}
+	prefix := ""
+	if rest, ok := strings.CutPrefix(path, "/t/"); ok {
+		tenant, tail, _ := strings.Cut(rest, "/")
+		params["tenant"], prefix, path = tenant, "/t/{tenant}", "/"+tail
+	}
+	if srv, ok := strings.CutPrefix(path, "/mcp/"); ok {
+		params["server"] = srv
+		path = "/mcp/{server}"
+	}
+	if len(params) == 0 {
+		params = nil
+	}
+	return "POST " + prefix + path, params
 }
 
 func (l *lambdaTarget) records(ctx context.Context, tenant string) ([]audit.Record, error) {

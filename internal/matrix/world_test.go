@@ -7,11 +7,14 @@ package matrix_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,9 +23,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/aegis-gw/aegis/internal/matrix"
+	"github.com/aegis-gw/aegis/internal/oidctest"
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/demo"
+	"github.com/aegis-gw/aegis/shared/gateway"
 	"github.com/aegis-gw/aegis/shared/killswitch"
 	"github.com/aegis-gw/aegis/shared/registry"
 )
@@ -117,7 +122,7 @@ type tenantSpec struct {
 // tenants are the world's tenants: one per row that a gateway boundary
 // runs, and m-other.
 func tenants(f *matrix.File) []tenantSpec {
-	out := []tenantSpec{{id: "m-other", server: "vault"}}
+	out := []tenantSpec{{id: matrix.OtherTenant, server: "vault"}}
 	for _, r := range f.Rows {
 		runs := false
 		for _, b := range matrix.GatewayBoundaries {
@@ -166,13 +171,100 @@ func (ts tenantSpec) tools(t *testing.T) map[string]registry.ToolSettings {
 	return out
 }
 
+// idp is the world's OAuth issuers (internal/oidctest), https on
+// loopback: a, which every tenant of a row with setup.oauth trusts, and
+// b, which only m-other trusts (beside a). cert is their certificates'
+// file, for SSL_CERT_FILE of the processes the runner starts.
+type idp struct {
+	a, b *oidctest.Issuer
+	cert string
+}
+
+func startIDP(t *testing.T) *idp {
+	w := &idp{a: oidctest.Start(t, &oidctest.Options{TLS: true}), b: oidctest.Start(t, &oidctest.Options{TLS: true})}
+	pem := w.a.CertFile(t, t.TempDir())
+	b, err := os.ReadFile(w.b.CertFile(t, t.TempDir()))
+	must(t, err)
+	f, err := os.OpenFile(pem, os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.Write(b)
+	must(t, errors.Join(err, f.Close()))
+	w.cert = pem
+	return w
+}
+
+// client is an HTTP client for the in-process gateway: the gateway's own
+// (netguard's local rules, no redirects), trusting the issuers'
+// certificates.
+func (w *idp) client(t *testing.T) *http.Client {
+	b, err := os.ReadFile(w.cert)
+	must(t, err)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		t.Fatalf("no certificate in %s", w.cert)
+	}
+	c := gateway.NewHTTPClient(true)
+	c.Transport.(*http.Transport).TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return c
+}
+
+// resource is tenant's OAuth resource: the audience its issuers' tokens
+// name (docs/oauth.md; the gateway compares aud with the issuer's
+// audiences, whatever host the request came to).
+func resource(tenant string) string { return "https://matrix.test/t/" + tenant + "/v1/invoke" }
+
+// issuers are the OAuth issuers ts trusts: for m-other both, for a row
+// with setup.oauth a, requiring the scope mcp; else none.
+func (ts tenantSpec) issuers(w *idp) []registry.Issuer {
+	switch {
+	case ts.id == matrix.OtherTenant:
+		aud := []string{resource(ts.id)}
+		return []registry.Issuer{{URL: w.a.URL, Audiences: aud}, {URL: w.b.URL, Audiences: aud}}
+	case ts.setup.OAuth:
+		return []registry.Issuer{{URL: w.a.URL, Audiences: []string{resource(ts.id)}, RequiredScopes: []string{"mcp"}}}
+	}
+	return nil
+}
+
+// mintTokens signs the token of every row that sends one, on the real
+// clock (the processes run on it): valid for an hour, or expired an hour
+// ago.
+func mintTokens(t *testing.T, f *matrix.File, w *idp) map[string]string {
+	now := time.Now()
+	out := map[string]string{}
+	for _, r := range f.Rows {
+		tk := r.Request.Token
+		if tk == nil {
+			continue
+		}
+		is := w.a
+		if tk.Issuer == "other" {
+			is = w.b
+		}
+		aud := resource(r.Tenant())
+		if tk.Audience == "other" {
+			aud = resource(matrix.OtherTenant)
+		}
+		c := is.Claims(aud, now, time.Hour)
+		c["sub"], c["scope"] = caller, "mcp"
+		if tk.Scope != "" {
+			c["scope"] = tk.Scope
+		}
+		if tk.Expired {
+			c["iat"], c["nbf"], c["exp"] = now.Add(-2*time.Hour).Unix(), now.Add(-2*time.Hour).Unix(), now.Add(-time.Hour).Unix()
+		}
+		out[r.ID] = is.Sign(t, is.Signing(), c)
+	}
+	return out
+}
+
 // seed writes the world through b, as an operator would have set it up.
-func seed(t *testing.T, b backend.Backend, f *matrix.File, up string) {
+func seed(t *testing.T, b backend.Backend, f *matrix.File, up string, w *idp) {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC()
 	for _, ts := range tenants(f) {
-		must(t, b.PutTenant(ctx, registry.Tenant{ID: ts.id, Tier: ts.tier(), RefusalShape: ts.setup.Shape, Content: ts.content(), Created: now}))
+		must(t, b.PutTenant(ctx, registry.Tenant{ID: ts.id, Tier: ts.tier(), RefusalShape: ts.setup.Shape, Content: ts.content(), Issuers: ts.issuers(w), Created: now}))
 		rec, err := auth.KeyWithSecret(ts.id, caller, keyOf(ts.id), now)
 		must(t, err)
 		must(t, b.PutKey(ctx, rec))
@@ -189,7 +281,7 @@ func seed(t *testing.T, b backend.Backend, f *matrix.File, up string) {
 // configFile is the world as `aegis serve --config` reads it. Stops are
 // not part of a config file: the serve boundaries set them through the
 // admin API.
-func configFile(t *testing.T, f *matrix.File, up string) []byte {
+func configFile(t *testing.T, f *matrix.File, up string, w *idp) []byte {
 	t.Helper()
 	var list []map[string]any
 	for _, ts := range tenants(f) {
@@ -206,6 +298,17 @@ func configFile(t *testing.T, f *matrix.File, up string) []byte {
 		}
 		if ts.setup.Shape != "" {
 			tn["refusal_shape"] = ts.setup.Shape
+		}
+		var iss []map[string]any
+		for _, is := range ts.issuers(w) {
+			m := map[string]any{"url": is.URL, "audiences": is.Audiences}
+			if len(is.RequiredScopes) > 0 {
+				m["required_scopes"] = is.RequiredScopes
+			}
+			iss = append(iss, m)
+		}
+		if len(iss) > 0 {
+			tn["issuers"] = iss
 		}
 		for k, v := range ts.setup.Content {
 			tn[k] = v
