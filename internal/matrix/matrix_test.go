@@ -16,6 +16,7 @@ import (
 	"github.com/aegis-gw/aegis/internal/matrix"
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/dynamo/dynamotest"
+	"github.com/aegis-gw/aegis/shared/ratelimit"
 	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
@@ -228,19 +229,18 @@ func runRow(ctx context.Context, tg target, r matrix.Row, token string) []string
 		hdr.Set(k, v)
 	}
 	n := max(q.Repeat, 1)
+	// A row's requests on one session are meant to fall in one rate
+	// window (fixed UTC minutes, shared/ratelimit): requests that
+	// straddled a window's end are sent once more, on a fresh session.
 	var a answer
-	for i := range n {
-		var err error
-		a, err = tg.send(ctx, request{path: path, header: hdr, body: q.Body})
-		if err != nil {
-			return []string{fmt.Sprintf("request %d of %d: %v", i+1, n, err)}
+	for attempt := 1; ; attempt++ {
+		window := time.Now().UTC().Truncate(ratelimit.Window)
+		var errs []string
+		if a, errs = sendRepeated(ctx, tg, r, path, hdr.Clone(), n); errs != nil {
+			return errs
 		}
-		if i == 0 && q.Session == "reuse" {
-			sid := a.header.Get("X-Session-ID")
-			if sid == "" {
-				return []string{"the first answer carries no X-Session-ID to reuse"}
-			}
-			hdr.Set("X-Session-ID", sid)
+		if q.Session != "reuse" || attempt > 1 || time.Now().UTC().Truncate(ratelimit.Window).Equal(window) {
+			break
 		}
 	}
 	errs := checkAnswer(r.Expect, a)
@@ -263,6 +263,28 @@ func runRow(ctx context.Context, tg target, r matrix.Row, token string) []string
 		return append(errs, err.Error())
 	}
 	return append(errs, checkRecord(r.Expect, rec, refusal.LayerGateway)...)
+}
+
+// sendRepeated sends r's request n times to tg, the requests after the
+// first on the first one's session when the row says so, and returns the
+// last answer.
+func sendRepeated(ctx context.Context, tg target, r matrix.Row, path string, hdr http.Header, n int) (answer, []string) {
+	var a answer
+	for i := range n {
+		var err error
+		a, err = tg.send(ctx, request{path: path, header: hdr, body: r.Request.Body})
+		if err != nil {
+			return answer{}, []string{fmt.Sprintf("request %d of %d: %v", i+1, n, err)}
+		}
+		if i == 0 && r.Request.Session == "reuse" {
+			sid := a.header.Get("X-Session-ID")
+			if sid == "" {
+				return answer{}, []string{"the first answer carries no X-Session-ID to reuse"}
+			}
+			hdr.Set("X-Session-ID", sid)
+		}
+	}
+	return a, nil
 }
 
 // waitRecord polls tenant's audit until the record of the call with
