@@ -388,6 +388,12 @@ func TestCheckRefusesMalformedRows(t *testing.T) {
 		{"not exercised where it does not apply", func(r *matrix.Row) { r.NotExercised = map[matrix.Boundary]string{matrix.Wrap: "x"} }, "not_exercised"},
 		{"an unknown boundary", func(r *matrix.Row) { r.Boundaries = []matrix.Boundary{"proxy"} }, "unknown boundary"},
 		{"a bad id", func(r *matrix.Row) { r.ID = "Tool Stopped" }, "id must match"},
+		{"auth token without a token", func(r *matrix.Row) { r.Request.Auth = "token" }, "auth token needs a token"},
+		{"a token at a tenant without issuers", func(r *matrix.Row) { r.Request.Auth, r.Request.Token = "token", &matrix.Token{} }, "setup.oauth"},
+		{"a token of an unknown issuer", func(r *matrix.Row) {
+			r.Setup.OAuth, r.Request.Auth, r.Request.Token = true, "token", &matrix.Token{Issuer: "third"}
+		}, "token issuer and audience"},
+		{"a path naming another row's tenant", func(r *matrix.Row) { r.Request.Path = "/t/m-allowed/v1/invoke" }, "names tenant"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := stopped()
