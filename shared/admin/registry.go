@@ -202,14 +202,24 @@ func (h *Handler) tenant(w http.ResponseWriter, r *http.Request) (registry.Tenan
 	return t, true
 }
 
-func (h *Handler) listServers(w http.ResponseWriter, r *http.Request) {
+// servers reads the servers of the request's tenant; false: the answer
+// (404, or the store's failure) was written.
+func (h *Handler) servers(w http.ResponseWriter, r *http.Request) ([]registry.Server, bool) {
 	t, ok := h.tenant(w, r)
 	if !ok {
-		return
+		return nil, false
 	}
 	ss, err := h.b.Servers(r.Context(), t.ID)
 	if err != nil {
 		h.fail(w, r, err)
+		return nil, false
+	}
+	return ss, true
+}
+
+func (h *Handler) listServers(w http.ResponseWriter, r *http.Request) {
+	ss, ok := h.servers(w, r)
+	if !ok {
 		return
 	}
 	if ss == nil {

@@ -32,19 +32,14 @@ type UpstreamList struct {
 // listUpstreams serves GET /admin/v1/tenants/{tenant}/upstreams: read-only,
 // one entry per registered server, in the registry's order.
 func (h *Handler) listUpstreams(w http.ResponseWriter, r *http.Request) {
-	t, ok := h.tenant(w, r)
+	ss, ok := h.servers(w, r)
 	if !ok {
-		return
-	}
-	ss, err := h.b.Servers(r.Context(), t.ID)
-	if err != nil {
-		h.fail(w, r, err)
 		return
 	}
 	now := h.o.Now()
 	out := UpstreamList{Upstreams: make([]UpstreamState, 0, len(ss))}
 	for _, s := range ss {
-		key := breaker.Key(t.ID, s.Name)
+		key := breaker.Key(s.Tenant, s.Name)
 		c, err := h.b.Circuit(r.Context(), key)
 		if err != nil {
 			h.fail(w, r, err)
