@@ -120,7 +120,13 @@ func newDynEnvWith(t *testing.T, tune func(*config.Settings), tiers quota.Tiers,
 	t.Cleanup(func() { e.Up.Close() })
 	s := config.Defaults()
 	s.LocalMode = true
-	s.UpstreamTimeout = 10 * time.Second
+	// The upstream budget starts with a call's first upstream request and
+	// covers its session set-up and dials too: with 100 parallel calls on
+	// a loaded machine under -race, dials to the demo upstream queued past
+	// 10 s ("could not connect: context deadline exceeded", -32000). These
+	// tests count admitted calls; like the store margin below, the
+	// upstream deadline is out of their way.
+	s.UpstreamTimeout = time.Minute
 	tune(&s)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for i := range 2 {
