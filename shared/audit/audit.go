@@ -182,6 +182,9 @@ const (
 	// SlotUpstream: the upstream call failed (-32000) or did not answer in
 	// time (-32064).
 	SlotUpstream = "upstream"
+	// SlotStreams: the bound on the event streams one API key holds open
+	// on an instance (-32004, scope "streams").
+	SlotStreams = "streams"
 	// SlotWrapPolicy: `aegis wrap`'s --policy gate (POLICY_DENIED,
 	// PENDING_APPROVAL), an unreadable tool name included.
 	SlotWrapPolicy = "policy"

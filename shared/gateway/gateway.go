@@ -147,6 +147,7 @@ type Gateway struct {
 		check   *content.Check
 		results *content.Results
 	}
+	streams streamSlots // the open GET and subscriptions/listen streams (streams.go)
 }
 
 // New returns the gateway over b, with its checks built from the stage

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -88,6 +89,13 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, co
 		writeJSON(w, http.StatusNotFound, `{"error":"unknown server"}`)
 		return
 	}
+	release, ok := g.streams.take(streamOwner(c))
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusTooManyRequests, `{"error":"too many open streams: at most `+strconv.Itoa(MaxStreamsPerKey)+` per API key on this instance; close one first"}`)
+		return
+	}
+	defer release()
 	out := newStream(w)
 	out.Begin()
 	kctx, stopKeepAlive := context.WithCancel(ctx)

@@ -88,6 +88,14 @@ func (g *Gateway) subscribe(ctx context.Context, w http.ResponseWriter, ep endpo
 		return
 	}
 	want := *p.Notifications
+	release, ok := g.streams.take(streamOwner(c))
+	if !ok {
+		ref := refusal.TooManyStreams(MaxStreamsPerKey)
+		g.auditRefusal(ctx, c, ref, audit.SlotStreams)
+		writeRefusal(w, c.ID, ref, "", c.Method)
+		return
+	}
+	defer release()
 	out := ep.out
 	st := &settler{parent: ctx}
 	defer st.stop()

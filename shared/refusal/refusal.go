@@ -387,6 +387,14 @@ func Held(server, tool, current, renamedFrom string) *Refusal {
 	return r
 }
 
+// TooManyStreams is -32004 for a subscriptions/listen past the open
+// streams one API key may hold on an instance (limit): scope "streams";
+// retry once one of the key's streams has ended.
+func TooManyStreams(limit int) *Refusal {
+	return New(RateLimited, fmt.Sprintf("Too many open streams: at most %d per API key on this instance; close one first", limit)).
+		With("scope", "streams").With("limit", limit).With("retry_after_ms", int64(1000))
+}
+
 // Unknown is -32601 for a method or tool this tenant does not have.
 func Unknown(what string) *Refusal {
 	return New(MethodNotFound, "Method not found: "+what)
