@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,8 +94,15 @@ func TestServeOAuth(t *testing.T) {
 		t.Fatalf("connect: %v\nstderr:\n%s", err, p.stderr.String())
 	}
 	defer cs.Close()
-	if len(fetched) != 1 || !strings.Contains(fetched[0], "resource="+strings.ReplaceAll(strings.ReplaceAll(resource, ":", "%3A"), "/", "%2F")) ||
-		!strings.Contains(fetched[0], "scope=mcp") {
+	// The scopes are a set (RFC 6749 §3.3): the SDK's order is its own.
+	var q url.Values
+	if len(fetched) == 1 {
+		if u, err := url.Parse(fetched[0]); err == nil {
+			q = u.Query()
+		}
+	}
+	scopes := strings.Fields(q.Get("scope"))
+	if len(fetched) != 1 || q.Get("resource") != resource || !slices.Contains(scopes, "mcp") || !slices.Contains(scopes, "tools:write") {
 		t.Fatalf("authorization requests %q: want one, for the resource, with the scopes the metadata lists", fetched)
 	}
 	if n := is.TokensIssued(); n != 1 {
