@@ -50,13 +50,6 @@ func (s *streamSlots) take(key string) (release func(), ok bool) {
 	}, true
 }
 
-// open holds the counts of streams open now, for tests.
-func (s *streamSlots) open(key string) (mine, all int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.byKey[key], s.total
-}
-
 // streamOwner is whose streams c's stream counts among: its tenant's API
 // key (an OAuth caller has a key id of its own, auth.TokenKeyID).
 func streamOwner(c *pipeline.Call) string { return c.Tenant.ID + "/" + c.KeyID }

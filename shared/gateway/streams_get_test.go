@@ -8,27 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aegis-gw/aegis/internal/mcptest"
-	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/gateway"
-	"github.com/aegis-gw/aegis/shared/memstore"
-	"github.com/aegis-gw/aegis/shared/registry"
 )
 
 // TestGetStreamsBoundedPerKey: one API key holds at most
 // gateway.MaxStreamsPerKey GET streams on an instance; the next is 429
 // with a body that says so, and a stream that ends gives its slot back.
 func TestGetStreamsBoundedPerKey(t *testing.T) {
-	upstreamURL := mcptest.Conformance(t, false)
-	e := newEnv(t, func(_ *config.Settings, m *memstore.Store) {
-		must(t, m.PutServer(context.Background(), registry.Server{Tenant: "acme", Name: "everything", URL: upstreamURL}))
-	})
-	accept := []string{"Accept", "application/json, text/event-stream"}
-	init := e.post(t, "/mcp/everything", e.KeyA, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, accept...)
-	sid := init.Header.Get("Mcp-Session-Id")
-	if sid == "" {
-		t.Fatalf("initialize: %s", init.Raw)
-	}
+	e, sid := everythingSession(t)
 	get := func(ctx context.Context) *http.Response {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.URL+"/mcp/everything", nil)
 		req.Header.Set("Authorization", "Bearer "+e.KeyA)

@@ -73,3 +73,10 @@ func TestStreamSlotsTotal(t *testing.T) {
 		t.Fatalf("after every release: %d open, %d keys", all, len(s.byKey))
 	}
 }
+
+// open is how many streams key and the instance hold now.
+func (s *streamSlots) open(key string) (mine, all int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byKey[key], s.total
+}

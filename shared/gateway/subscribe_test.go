@@ -232,16 +232,8 @@ func listenHeaders(req *http.Request, key string) {
 // read raw), so a client has nothing to resume from; and a GET with
 // Last-Event-ID is a fresh stream, not an error.
 func TestNoResumption(t *testing.T) {
-	upstreamURL := mcptest.Conformance(t, false)
-	e := newEnv(t, func(_ *config.Settings, m *memstore.Store) {
-		must(t, m.PutServer(context.Background(), registry.Server{Tenant: "acme", Name: "everything", URL: upstreamURL}))
-	})
+	e, sid := everythingSession(t)
 	accept := []string{"Accept", "application/json, text/event-stream"}
-	init := e.post(t, "/mcp/everything", e.KeyA, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, accept...)
-	sid := init.Header.Get("Mcp-Session-Id")
-	if sid == "" {
-		t.Fatalf("initialize: %s", init.Raw)
-	}
 	r := e.post(t, "/mcp/everything", e.KeyA, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test_tool_with_progress","arguments":{},"_meta":{"progressToken":"p"}}}`,
 		append(accept, "Mcp-Session-Id", sid)...)
 	if ct := r.Header.Get("Content-Type"); ct != "text/event-stream" || !strings.Contains(string(r.Raw), "notifications/progress") {
@@ -289,4 +281,22 @@ func TestSubscriptionsListenBuffered(t *testing.T) {
 		!strings.Contains(data[1], `"id":7`) || !strings.Contains(data[1], `"resultType":"complete"`) {
 		t.Fatalf("status %d, body:\n%s\nwant the empty acknowledgment, then the result", rec.Code, rec.Body)
 	}
+}
+
+// everythingSession is a gateway whose tenant acme has the conformance
+// everything-server as server "everything", and a 2025-11-25 session of
+// key A opened on /mcp/everything.
+func everythingSession(t *testing.T) (*env, string) {
+	t.Helper()
+	upstreamURL := mcptest.Conformance(t, false)
+	e := newEnv(t, func(_ *config.Settings, m *memstore.Store) {
+		must(t, m.PutServer(context.Background(), registry.Server{Tenant: "acme", Name: "everything", URL: upstreamURL}))
+	})
+	init := e.post(t, "/mcp/everything", e.KeyA, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		"Accept", "application/json, text/event-stream")
+	sid := init.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: %s", init.Raw)
+	}
+	return e, sid
 }
