@@ -72,7 +72,13 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 		err    error
 	}
 	answers := make(chan answer, inFlight)
-	for range inFlight {
+	// The calls start one after another, each once the one before it has
+	// reached the upstream: a cold gateway sending all eight at once makes
+	// some eighty store requests in a burst, which a loaded moto_server
+	// answered past the store's deadlines (a -32603 from a fail-closed
+	// read). Held one by one, the eight are still all in flight together
+	// when the signal comes.
+	for i := range inFlight {
 		go func() {
 			// Its own connection per call: none is idle when the signal
 			// comes, so each one is drained, not closed.
@@ -80,8 +86,6 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 			st, a, err := invoke(c, p.base, key, "hold", map[string]any{})
 			answers <- answer{st, a, err}
 		}()
-	}
-	for i := range inFlight {
 		select {
 		case <-up.entered:
 		case a := <-answers:
