@@ -221,7 +221,7 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, tel telemetry.
 	if prom != nil {
 		handler = prom.InFlight(handler)
 	}
-	handler = telemetry.AccessLog(handler, log, nil)
+	handler = telemetry.AccessLog(handler, tel.Lines, nil)
 	// A slow client cannot hold a connection forever: the whole request
 	// must arrive in 30 s; the answer may take as long as a call can.
 	budget := settings.CallBudget()

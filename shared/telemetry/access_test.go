@@ -68,7 +68,7 @@ func TestAccessLogLine(t *testing.T) {
 		default:
 			_, _ = w.Write(b) // echoes the body: still never logged
 		}
-	}), NewLogger(&buf, slog.LevelInfo), now)
+	}), NewLines(&buf, slog.LevelInfo), now)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	for _, p := range []string{"/v1/invoke", "/mcp", "/other"} {
@@ -118,7 +118,7 @@ func TestAccessLogBoundedSniff(t *testing.T) {
 		if rec := w.(*recorder); rec.head != nil || !rec.over {
 			t.Errorf("kept %d bytes of a long answer", len(rec.head))
 		}
-	}), NewLogger(&buf, slog.LevelInfo), nil)
+	}), NewLines(&buf, slog.LevelInfo), nil)
 	rr := httptest.NewRecorder()
 	h.ServeHTTP(rr, httptest.NewRequest(http.MethodPost, "/v1/invoke", nil))
 	if l := buf.lines(t)[0]; l["code"] != nil || l["bytes"].(float64) < maxSniff {
@@ -140,7 +140,7 @@ func TestAccessLogStreams(t *testing.T) {
 		if err := rc.Flush(); err != nil {
 			t.Errorf("flush: %v", err)
 		}
-	}), NewLogger(&buf, slog.LevelInfo), nil)
+	}), NewLines(&buf, slog.LevelInfo), nil)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/mcp")
@@ -160,4 +160,58 @@ func TestNilNote(t *testing.T) {
 	n.Tenant("a")
 	n.Method("m")
 	n.Call(audit.Record{})
+}
+
+// The access log's hand-built strings are the strings slog's JSON handler
+// writes, byte for byte, for text an agent may send (controls, quotes,
+// invalid UTF-8, line and paragraph separators, bidi controls).
+func FuzzAccessLogString(f *testing.F) {
+	for _, s := range []string{"", "plain", "a\"b\\c", "\x00\x01\x1f\x7f", "\n\r\t", "\xff\xfe", "caf\xc3", "\u2028\u2029", "\u202eevil", "é漢字🙂", "<&>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var want bytes.Buffer
+		drop := func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == slog.LevelKey || a.Key == slog.MessageKey {
+				return slog.Attr{}
+			}
+			return a
+		}
+		slog.New(slog.NewJSONHandler(&want, &slog.HandlerOptions{ReplaceAttr: drop})).Info("", "v", s)
+		got := append(appendField([]byte("{"), "v", s), "}\n"...)
+		got = append(got[:1], got[2:]...) // appendField's leading comma
+		if string(got) != want.String() {
+			t.Fatalf("%q:\n got  %s\n want %s", s, got, want.Bytes())
+		}
+	})
+}
+
+// A request line is one JSON object whose fields decode to what the
+// request and the note held, escaped for the terminal where needed.
+func TestAccessLogEscapes(t *testing.T) {
+	var buf syncBuf
+	h := AccessLog(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := NoteOf(r.Context())
+		n.Tenant("acme")
+		n.Method("tools/call\u202e\x1b[31m")
+	}), NewLines(&buf, slog.LevelInfo), nil)
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/mcp/a%22b%5Cc%E2%80%AE", nil))
+	raw := buf.b.String()
+	if strings.ContainsAny(raw, "\u202e\x1b") {
+		t.Fatalf("a terminal control reached the line: %q", raw)
+	}
+	l := buf.lines(t)[0]
+	if l["rpc_method"] != "tools/call\u202e\x1b[31m" || l["path"] != "/mcp/a\"b\\c\u202e" || l["tenant"] != "acme" || l["msg"] != "request" || l["level"] != "INFO" {
+		t.Fatalf("%v", l)
+	}
+}
+
+// Below INFO's level nothing is written.
+func TestAccessLogLevel(t *testing.T) {
+	var buf syncBuf
+	h := AccessLog(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), NewLines(&buf, slog.LevelWarn), nil)
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if buf.b.Len() != 0 {
+		t.Fatalf("wrote %q at level warn", buf.b.String())
+	}
 }

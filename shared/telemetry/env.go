@@ -41,6 +41,7 @@ type Setup struct {
 	// only; the host serves them, telemetry does not).
 	Prometheus bool
 	Logger     *slog.Logger // JSON lines with correlation ids
+	Lines      *Lines       // where Logger writes, for the access log
 }
 
 // FromEnv configures telemetry from the environment (getenv: os.Getenv),
@@ -74,7 +75,8 @@ func fromEnv(getenv func(string) string, stdout, stderr io.Writer, local bool) (
 	default:
 		return s, noop, fmt.Errorf("%s=%q: want debug, info, warn or error", EnvLogLevel, v)
 	}
-	s.Logger = NewLogger(stdout, level)
+	s.Lines = NewLines(stdout, level)
+	s.Logger = s.Lines.Logger()
 
 	inLambda := getenv(EnvFunction) != ""
 	switch v := getenv(EnvMetrics); {

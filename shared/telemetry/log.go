@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/aegis-gw/aegis/shared/display"
 )
@@ -83,15 +84,38 @@ func (h *LogHandler) WithGroup(name string) slog.Handler {
 // an operator reads the log in (DEL, C1 controls, bidi and zero-width
 // characters); the lines decode to the same values.
 func NewLogger(w io.Writer, level slog.Leveler) *slog.Logger {
-	return slog.New(NewLogHandler(slog.NewJSONHandler(printable{w}, &slog.HandlerOptions{Level: level, ReplaceAttr: redact})))
+	return NewLines(w, level).Logger()
 }
 
-// printable passes each write, one JSON line from slog, through
-// display.JSON.
-type printable struct{ w io.Writer }
+// Lines is one log destination: whole JSON lines, each passed through
+// display.JSON and written with one Write under a lock, so that the
+// logger's lines and the access log's (AccessLog), which share it, never
+// interleave. Level is the lowest level written.
+type Lines struct {
+	mu    sync.Mutex
+	w     io.Writer
+	level slog.Leveler
+}
 
-func (p printable) Write(b []byte) (int, error) {
-	if _, err := p.w.Write(display.JSON(b)); err != nil {
+// NewLines writes lines at level and above to w.
+func NewLines(w io.Writer, level slog.Leveler) *Lines { return &Lines{w: w, level: level} }
+
+// Logger is the structured logger writing to l (see NewLogger).
+func (l *Lines) Logger() *slog.Logger {
+	return slog.New(NewLogHandler(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: l.level, ReplaceAttr: redact})))
+}
+
+// Enabled reports whether a line at level is written: never on a nil
+// *Lines (no log).
+func (l *Lines) Enabled(level slog.Level) bool { return l != nil && level >= l.level.Level() }
+
+// Write writes b, one JSON line, made printable by display.JSON.
+func (l *Lines) Write(b []byte) (int, error) {
+	out := display.JSON(b)
+	l.mu.Lock()
+	_, err := l.w.Write(out)
+	l.mu.Unlock()
+	if err != nil {
 		return 0, err
 	}
 	return len(b), nil
@@ -105,11 +129,18 @@ func redact(_ []string, a slog.Attr) slog.Attr {
 }
 
 func secretKey(k string) bool {
-	k = strings.ToLower(k)
-	for _, s := range []string{"authorization", "api_key", "apikey", "token", "secret", "password", "credential", "cookie"} {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; 'A' <= c && c <= 'Z' {
+			k = strings.ToLower(k)
+			break
+		}
+	}
+	for _, s := range secretWords {
 		if strings.Contains(k, s) {
 			return true
 		}
 	}
 	return false
 }
+
+var secretWords = [...]string{"authorization", "api_key", "apikey", "token", "secret", "password", "credential", "cookie"}
