@@ -99,6 +99,7 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, tel telemetry.
 	if demoMode == (cfgPath != "") {
 		return errors.New("give exactly one of --demo or --config FILE")
 	}
+	defer tel.Lines.Flush() // the access log's last lines
 	log := tel.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -48,6 +48,7 @@ func (s *syncBuf) lines(t *testing.T) []map[string]any {
 func TestAccessLogLine(t *testing.T) {
 	secret := "aegis_k3v9q2x7m1p4d8s6_ThisIsTheSecretPartOfTheKey"
 	var buf syncBuf
+	out := NewLines(&buf, slog.LevelInfo)
 	clock := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	now := func() time.Time { clock = clock.Add(1500 * time.Microsecond); return clock }
 	h := AccessLog(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -68,7 +69,7 @@ func TestAccessLogLine(t *testing.T) {
 		default:
 			_, _ = w.Write(b) // echoes the body: still never logged
 		}
-	}), NewLines(&buf, slog.LevelInfo), now)
+	}), out, now)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	for _, p := range []string{"/v1/invoke", "/mcp", "/other"} {
@@ -83,6 +84,7 @@ func TestAccessLogLine(t *testing.T) {
 		resp.Body.Close()
 	}
 	srv.Close() // waits for the handlers, so every line is written
+	out.Flush()
 	if strings.Contains(buf.b.String(), "ThisIsTheSecret") || strings.Contains(buf.b.String(), "k3v9q2x7m1p4d8s6") {
 		t.Fatalf("a key reached the access log:\n%s", buf.b.String())
 	}
@@ -112,15 +114,17 @@ func TestAccessLogLine(t *testing.T) {
 // maxSniff bytes are looked at, and past that none.
 func TestAccessLogBoundedSniff(t *testing.T) {
 	var buf syncBuf
+	out := NewLines(&buf, slog.LevelInfo)
 	h := AccessLog(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"` + strings.Repeat("x", maxSniff) + `"}}`))
 		if rec := w.(*recorder); rec.head != nil || !rec.over {
 			t.Errorf("kept %d bytes of a long answer", len(rec.head))
 		}
-	}), NewLines(&buf, slog.LevelInfo), nil)
+	}), out, nil)
 	rr := httptest.NewRecorder()
 	h.ServeHTTP(rr, httptest.NewRequest(http.MethodPost, "/v1/invoke", nil))
+	out.Flush()
 	if l := buf.lines(t)[0]; l["code"] != nil || l["bytes"].(float64) < maxSniff {
 		t.Fatalf("%v", l)
 	}
@@ -130,6 +134,7 @@ func TestAccessLogBoundedSniff(t *testing.T) {
 // needs both).
 func TestAccessLogStreams(t *testing.T) {
 	var buf syncBuf
+	out := NewLines(&buf, slog.LevelInfo)
 	h := AccessLog(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
@@ -140,7 +145,7 @@ func TestAccessLogStreams(t *testing.T) {
 		if err := rc.Flush(); err != nil {
 			t.Errorf("flush: %v", err)
 		}
-	}), NewLines(&buf, slog.LevelInfo), nil)
+	}), out, nil)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + "/mcp")
@@ -190,12 +195,14 @@ func FuzzAccessLogString(f *testing.F) {
 // request and the note held, escaped for the terminal where needed.
 func TestAccessLogEscapes(t *testing.T) {
 	var buf syncBuf
+	out := NewLines(&buf, slog.LevelInfo)
 	h := AccessLog(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := NoteOf(r.Context())
 		n.Tenant("acme")
 		n.Method("tools/call\u202e\x1b[31m")
-	}), NewLines(&buf, slog.LevelInfo), nil)
+	}), out, nil)
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/mcp/a%22b%5Cc%E2%80%AE", nil))
+	out.Flush()
 	raw := buf.b.String()
 	if strings.ContainsAny(raw, "\u202e\x1b") {
 		t.Fatalf("a terminal control reached the line: %q", raw)
@@ -209,9 +216,45 @@ func TestAccessLogEscapes(t *testing.T) {
 // Below INFO's level nothing is written.
 func TestAccessLogLevel(t *testing.T) {
 	var buf syncBuf
-	h := AccessLog(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), NewLines(&buf, slog.LevelWarn), nil)
+	out := NewLines(&buf, slog.LevelWarn)
+	h := AccessLog(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), out, nil)
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	out.Flush()
 	if buf.b.Len() != 0 {
 		t.Fatalf("wrote %q at level warn", buf.b.String())
+	}
+}
+
+// Buffered lines keep their order with the logger's (a logger line writes
+// those waiting first), are written by the timed flush without a Flush,
+// and never wait beyond LinesBuffer bytes.
+func TestLinesBuffer(t *testing.T) {
+	var buf syncBuf
+	out := NewLines(&buf, slog.LevelInfo)
+	out.Buffer([]byte(`{"n":1}` + "\n"))
+	out.Logger().Warn("two")
+	out.Buffer([]byte(`{"n":3}` + "\n"))
+	if ls := buf.lines(t); len(ls) != 2 || ls[0]["n"] != 1.0 || ls[1]["msg"] != "two" {
+		t.Fatalf("before the flush: %v", ls)
+	}
+	// The timed flush: poll, never assert a duration.
+	for len(buf.lines(t)) < 3 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ls := buf.lines(t); ls[2]["n"] != 3.0 {
+		t.Fatalf("after the flush: %v", ls)
+	}
+	line := []byte(`{"pad":"` + strings.Repeat("x", 1000) + `"}` + "\n")
+	for range 2 * LinesBuffer / len(line) {
+		out.Buffer(line)
+	}
+	buf.mu.Lock()
+	written := buf.b.Len()
+	buf.mu.Unlock()
+	out.mu.Lock()
+	waiting := len(out.buf)
+	out.mu.Unlock()
+	if waiting > LinesBuffer || written < LinesBuffer {
+		t.Fatalf("%d bytes waiting, %d written", waiting, written)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aegis-gw/aegis/shared/display"
 )
@@ -88,14 +89,26 @@ func NewLogger(w io.Writer, level slog.Leveler) *slog.Logger {
 }
 
 // Lines is one log destination: whole JSON lines, each passed through
-// display.JSON and written with one Write under a lock, so that the
-// logger's lines and the access log's (AccessLog), which share it, never
-// interleave. Level is the lowest level written.
+// display.JSON. The logger's lines (Write) are written at once, each with
+// one Write; the access log's (Buffer) are gathered and written together,
+// at most LinesFlushEvery after the first of them, when LinesBuffer bytes
+// are waiting, before any logger line (so the order of lines holds), and
+// on Flush. Level is the lowest level written.
 type Lines struct {
 	mu    sync.Mutex
 	w     io.Writer
 	level slog.Leveler
+	buf   []byte // lines waiting (Buffer), at most LinesBuffer bytes
+	armed bool   // a flush of buf is scheduled
 }
+
+// Bounds of the lines Buffer gathers: at most LinesBuffer bytes wait, for
+// at most LinesFlushEvery. One write per request cost the gateway about
+// 3% of its CPU per call (docs/performance.md).
+const (
+	LinesBuffer     = 64 << 10
+	LinesFlushEvery = 100 * time.Millisecond
+)
 
 // NewLines writes lines at level and above to w.
 func NewLines(w io.Writer, level slog.Leveler) *Lines { return &Lines{w: w, level: level} }
@@ -109,16 +122,61 @@ func (l *Lines) Logger() *slog.Logger {
 // *Lines (no log).
 func (l *Lines) Enabled(level slog.Level) bool { return l != nil && level >= l.level.Level() }
 
-// Write writes b, one JSON line, made printable by display.JSON.
+// Write writes b, one JSON line, made printable by display.JSON, after
+// the lines waiting.
 func (l *Lines) Write(b []byte) (int, error) {
 	out := display.JSON(b)
 	l.mu.Lock()
+	l.flushLocked()
 	_, err := l.w.Write(out)
 	l.mu.Unlock()
 	if err != nil {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// Buffer queues b, one JSON line, made printable by display.JSON, to be
+// written with the others waiting. A write error is not reported: the
+// access log's lines are best effort.
+func (l *Lines) Buffer(b []byte) {
+	out := display.JSON(b)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf)+len(out) > LinesBuffer {
+		l.flushLocked()
+	}
+	if len(out) > LinesBuffer {
+		_, _ = l.w.Write(out)
+		return
+	}
+	if l.buf == nil {
+		l.buf = make([]byte, 0, LinesBuffer)
+	}
+	l.buf = append(l.buf, out...)
+	if !l.armed {
+		l.armed = true
+		time.AfterFunc(LinesFlushEvery, l.Flush)
+	}
+}
+
+// Flush writes the lines waiting. Call it before the process exits; it
+// does nothing on a nil *Lines.
+func (l *Lines) Flush() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.flushLocked()
+	l.armed = false
+	l.mu.Unlock()
+}
+
+func (l *Lines) flushLocked() {
+	if len(l.buf) > 0 {
+		_, _ = l.w.Write(l.buf)
+		l.buf = l.buf[:0]
+	}
 }
 
 func redact(_ []string, a slog.Attr) slog.Attr {
