@@ -106,73 +106,75 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	if c.Server == nil {
 		return func() error { return nil }, nil
 	}
-	key := Key(c.Tenant.ID, c.Server.Name)
-	server := c.Server.Name
-	holder := newHolder()
-	now := k.o.Now()
-	var (
-		first    Circuit
-		firstErr error
-		probe    bool
-		leased   bool
-		// handedOff: decide registered the release with the call.
-		handedOff bool
-		released  sync.Once
-	)
-	waitRead := c.Async(func() { first, firstErr = k.o.Store.Circuit(ctx, key) })
+	// One record of what the closures below share: one allocation, not one
+	// per variable they capture.
+	p := &prefetched{key: Key(c.Tenant.ID, c.Server.Name), server: c.Server.Name, holder: newHolder(), now: k.o.Now()}
+	waitRead := c.Async(func() { p.first, p.firstErr = k.o.Store.Circuit(ctx, p.key) })
 	release := func() {
-		released.Do(func() {
+		p.released.Do(func() {
 			bg := context.WithoutCancel(ctx)
-			if leased {
-				if err := k.o.Store.ReleaseLease(bg, key, holder); err != nil {
-					k.o.Logger.WarnContext(bg, "breaker: lease not released; it expires on its own", "key", key, "err", err)
+			if p.leased {
+				if err := k.o.Store.ReleaseLease(bg, p.key, p.holder); err != nil {
+					k.o.Logger.WarnContext(bg, "breaker: lease not released; it expires on its own", "key", p.key, "err", err)
 				}
 			}
-			if probe {
-				k.giveBackProbe(bg, key, holder)
+			if p.probe {
+				k.giveBackProbe(bg, p.key, p.holder)
 			}
 		})
 	}
-	decided := false
 	decide := func() error {
 		waitRead()
-		decided = true
+		p.decided = true
 		var ref *refusal.Refusal
 		var unavailable error // the store could not answer: the stage fails open
-		probe, ref, unavailable = k.admit(ctx, key, server, holder, now, first, firstErr)
+		p.probe, ref, unavailable = k.admit(ctx, p.key, p.server, p.holder, p.now, p.first, p.firstErr)
 		if ref != nil {
 			release()
 			return ref
 		}
 		if k.o.MaxConcurrent > 0 {
-			ok, err := k.o.Store.AcquireLease(ctx, key, holder, k.o.MaxConcurrent, now, now.Add(k.o.LeaseTTL))
+			ok, err := k.o.Store.AcquireLease(ctx, p.key, p.holder, k.o.MaxConcurrent, p.now, p.now.Add(k.o.LeaseTTL))
 			switch {
 			case err != nil:
 				unavailable = errors.Join(unavailable, err)
 			case !ok:
 				release()
 				return refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
-					"Upstream unavailable: %d calls to %s are in flight (UPSTREAM_MAX_CONCURRENT); retry shortly", k.o.MaxConcurrent, server))
+					"Upstream unavailable: %d calls to %s are in flight (UPSTREAM_MAX_CONCURRENT); retry shortly", k.o.MaxConcurrent, p.server))
 			default:
-				leased = true
+				p.leased = true
 			}
 		}
-		if leased || probe {
-			handedOff = true
+		if p.leased || p.probe {
+			p.handedOff = true
 			c.OnDone(func(audit.Outcome) { release() })
 		}
 		return unavailable
 	}
 	undo := func() {
-		if !decided {
+		if !p.decided {
 			waitRead() // nothing taken before decide
 			return
 		}
-		if !handedOff { // else the call's Finish releases it
+		if !p.handedOff { // else the call's Finish releases it
 			release()
 		}
 	}
 	return decide, undo
+}
+
+// prefetched is one call's state between Prefetch and its decide and
+// undo: the circuit read, and what decide took (the probe, a lease).
+type prefetched struct {
+	key, server, holder string
+	now                 time.Time
+	first               Circuit
+	firstErr            error
+	probe, leased       bool
+	decided             bool
+	handedOff           bool // decide registered the release with the call
+	released            sync.Once
 }
 
 // admit decides from the circuit record, read first (the prefetched read)
@@ -189,7 +191,9 @@ func (k *Check) admit(ctx context.Context, key, server, holder string, now time.
 		st := stateAt(c, now)
 		if st == closed {
 			if c.Failures == 0 {
-				k.clean.Store(key, struct{}{})
+				if _, ok := k.clean.Load(key); !ok { // a Store of a present key still allocates
+					k.clean.Store(key, struct{}{})
+				}
 			} else {
 				k.clean.Delete(key)
 			}

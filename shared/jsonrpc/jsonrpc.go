@@ -117,28 +117,47 @@ func Decode(body []byte) (*Request, *DecodeError) {
 	var (
 		req               Request
 		version, method   json.RawMessage
-		seen              = map[string]bool{}
 		sawResult, sawErr bool
+		seen              uint8               // the members below, one bit each
+		others            map[string]struct{} // any other member, once there is one
 	)
-	err := eachMember(b, func(key string, val json.RawMessage) error {
-		if seen[key] {
-			return fmt.Errorf("duplicate member %q", key)
+	err := eachRawMember(b, func(raw []byte, val json.RawMessage) error {
+		name := raw[1 : len(raw)-1]
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			k, err := decodeKey(raw)
+			if err != nil {
+				return err
+			}
+			name = []byte(k)
 		}
-		seen[key] = true
-		switch key {
+		var bit uint8
+		switch string(name) { // no allocation: the compiler compares the bytes
 		case "jsonrpc":
-			version = val
+			bit, version = 1, val
 		case "id":
-			req.ID = val
+			bit, req.ID = 2, val
 		case "method":
-			method = val
+			bit, method = 4, val
 		case "params":
-			req.Params = val
+			bit, req.Params = 8, val
 		case "result":
-			sawResult = true
+			bit, sawResult = 16, true
 		case "error":
-			sawErr = true
+			bit, sawErr = 32, true
+		default:
+			if _, dup := others[string(name)]; dup {
+				return fmt.Errorf("duplicate member %q", name)
+			}
+			if others == nil {
+				others = map[string]struct{}{}
+			}
+			others[string(name)] = struct{}{}
+			return nil
 		}
+		if seen&bit != 0 {
+			return fmt.Errorf("duplicate member %q", name)
+		}
+		seen |= bit
 		return nil
 	})
 	if err != nil {

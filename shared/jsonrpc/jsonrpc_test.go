@@ -187,3 +187,78 @@ func BenchmarkDuplicateKey(b *testing.B) {
 		}
 	}
 }
+
+// duplicateKeyRef is DuplicateKey written the slow, plain way, over
+// encoding/json's tokens: a stack of the folded keys of each open object.
+func duplicateKeyRef(v []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	type level struct {
+		obj    bool
+		keys   map[string]bool
+		expect bool // in an object, the next string token is a key
+	}
+	var stack []*level
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		top := (*level)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.obj && top.expect {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 && stack[len(stack)-1].obj {
+					stack[len(stack)-1].expect = true
+				}
+				continue
+			}
+			k := Fold(strings.ToValidUTF8(tok.(string), "\uFFFD"))
+			if top.keys[k] {
+				return true
+			}
+			top.keys[k] = true
+			top.expect = false
+			continue
+		}
+		switch d := tok.(type) {
+		case json.Delim:
+			switch d {
+			case '{':
+				stack = append(stack, &level{obj: true, keys: map[string]bool{}, expect: true})
+				continue
+			case '[':
+				stack = append(stack, &level{})
+				continue
+			default:
+				stack = stack[:len(stack)-1]
+			}
+		}
+		if len(stack) > 0 && stack[len(stack)-1].obj {
+			stack[len(stack)-1].expect = true
+		}
+		if len(stack) == 0 && !dec.More() {
+			return false
+		}
+	}
+}
+
+// DuplicateKey agrees with the plain reference on any valid JSON.
+func FuzzDuplicateKey(f *testing.F) {
+	for _, s := range []string{`{"a":1,"A":2}`, `{"a":{"b":1,"B":2}}`, `[{"a":1},{"a":1}]`, `{"\u0061":1,"a":2}`, `{"k":"x","K":"y"}`,
+		`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"A":18}`,
+		`{"\xff":1,"\xfe":2}`, `{"ſ":1,"S":2}`, `{"K":1,"k":2}`, `{"a":[{"a":1}],"b":{"a":{"a":2}}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if !json.Valid(v) {
+			return
+		}
+		_, got := DuplicateKey(v)
+		if want := duplicateKeyRef(v); got != want {
+			t.Fatalf("DuplicateKey(%q) = %v, the reference says %v", v, got, want)
+		}
+	})
+}

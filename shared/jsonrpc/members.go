@@ -1,8 +1,8 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"encoding/json"
-	"slices"
 	"unicode"
 	"unicode/utf8"
 )
@@ -54,50 +54,60 @@ func Elements(arr json.RawMessage, fn func(val json.RawMessage)) {
 // thing and run as another. v must be valid JSON.
 func DuplicateKey(v json.RawMessage) (string, bool) {
 	// One pass over the bytes, with the keys of each open object on a
-	// stack: linear in the size, whatever the depth.
+	// stack: linear in the size, whatever the depth. The keys of the open
+	// objects are in one list (keys), each object's from its start; they
+	// are the bytes of v where no escape needs decoding, so that nothing
+	// is allocated for the usual small objects.
 	type object struct {
-		keys []string            // folded keys, while few
-		seen map[string]struct{} // past a few keys, a set
-		arr  bool                // an array: no keys
+		start int                 // its keys are keys[start:], while few
+		seen  map[string]struct{} // past a few keys, a set of folded keys
+		arr   bool                // an array: no keys
 	}
-	var stack []object
+	var stackRoom [8]object
+	var keyRoom [32][]byte
+	stack, keys := stackRoom[:0], keyRoom[:0]
 	for i := 0; i < len(v); {
 		switch v[i] {
 		case '{', '[':
-			stack = append(stack, object{arr: v[i] == '['})
+			stack = append(stack, object{start: len(keys), arr: v[i] == '['})
 			i++
 		case '}', ']':
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
+			if n := len(stack); n > 0 {
+				keys = keys[:stack[n-1].start]
+				stack = stack[:n-1]
 			}
 			i++
 		case '"':
 			end := skipString(v, i)
 			if n := len(stack); n > 0 && !stack[n-1].arr {
 				if j := skipSpace(v, end); j < len(v) && v[j] == ':' { // a key
-					k, err := decodeKey(v[i:end])
-					if err != nil {
-						return "", false // not valid JSON: not ours to judge
+					k := v[i+1 : end-1]
+					if bytes.IndexByte(k, '\\') >= 0 {
+						d, err := decodeKey(v[i:end])
+						if err != nil {
+							return "", false // not valid JSON: not ours to judge
+						}
+						k = []byte(d)
 					}
 					o := &stack[n-1]
-					f := Fold(k)
 					switch {
 					case o.seen != nil:
+						f := Fold(string(k))
 						if _, ok := o.seen[f]; ok {
-							return k, true
+							return string(k), true
 						}
 						o.seen[f] = struct{}{}
-					case slices.Contains(o.keys, f):
-						return k, true
-					case len(o.keys) == 16:
+					case containsFold(keys[o.start:], k):
+						return string(k), true
+					case len(keys)-o.start == 16:
 						o.seen = make(map[string]struct{}, 32)
-						for _, s := range o.keys {
-							o.seen[s] = struct{}{}
+						for _, s := range keys[o.start:] {
+							o.seen[Fold(string(s))] = struct{}{}
 						}
-						o.seen[f] = struct{}{}
-						o.keys = nil
+						o.seen[Fold(string(k))] = struct{}{}
+						keys = keys[:o.start]
 					default:
-						o.keys = append(o.keys, f)
+						keys = append(keys, k)
 					}
 				}
 			}
@@ -107,6 +117,18 @@ func DuplicateKey(v json.RawMessage) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// containsFold reports whether keys holds one equal to k under simple
+// case folding, invalid UTF-8 read as U+FFFD (bytes.EqualFold: the
+// equality Fold's representatives stand for).
+func containsFold(keys [][]byte, k []byte) bool {
+	for _, s := range keys {
+		if bytes.EqualFold(s, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // Fold maps s to one representative of the strings equal to it under

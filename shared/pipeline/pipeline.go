@@ -120,6 +120,9 @@ type Call struct {
 
 	done      []func(audit.Outcome)
 	doneAsync []func(audit.Outcome)
+	// Room for the usual few of each, so that registering them does not
+	// grow the slices (an allocation each time).
+	doneRoom, asyncRoom [4]func(audit.Outcome)
 }
 
 // Found records a content check's finding on the call, once per distinct
@@ -151,18 +154,29 @@ func (c *Call) Async(fn func()) (wait func()) {
 // OnDone registers fn to run once the call has ended (after the upstream
 // answer or a later refusal), e.g. to release a lease or record a breaker
 // result. Functions run in reverse order of registration.
-func (c *Call) OnDone(fn func(audit.Outcome)) { c.done = append(c.done, fn) }
+func (c *Call) OnDone(fn func(audit.Outcome)) {
+	if c.done == nil {
+		c.done = c.doneRoom[:0]
+	}
+	c.done = append(c.done, fn)
+}
 
 // OnDoneAsync registers fn like OnDone, for work independent of every
 // other's (a store write of its own): Finish runs it alongside the OnDone
 // functions (on its own goroutine unless c.Inline) and returns once it has
 // run.
-func (c *Call) OnDoneAsync(fn func(audit.Outcome)) { c.doneAsync = append(c.doneAsync, fn) }
+func (c *Call) OnDoneAsync(fn func(audit.Outcome)) {
+	if c.doneAsync == nil {
+		c.doneAsync = c.asyncRoom[:0]
+	}
+	c.doneAsync = append(c.doneAsync, fn)
+}
 
 // Finish runs the OnDone and OnDoneAsync functions with the call's
 // outcome. It is called exactly once by the gateway.
 func (c *Call) Finish(o audit.Outcome) {
-	waits := make([]func(), 0, len(c.doneAsync))
+	var room [4]func()
+	waits := room[:0]
 	for _, fn := range c.doneAsync {
 		waits = append(waits, c.Async(func() { fn(o) }))
 	}

@@ -129,33 +129,34 @@ func (q *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	if enforce {
 		lim = limit
 	}
-	key := Key(c.Tenant.ID, period)
-	var (
-		n   int64
-		ok  bool
-		err error
-	)
-	wait := c.Async(func() { n, ok, err = q.meter.Incr(ctx, key, lim, end.Add(Retention)) })
+	// What the closures share, in one allocation.
+	p := &struct {
+		key    string
+		n      int64
+		ok     bool
+		err    error
+		undone sync.Once
+	}{key: Key(c.Tenant.ID, period)}
+	wait := c.Async(func() { p.n, p.ok, p.err = q.meter.Incr(ctx, p.key, lim, end.Add(Retention)) })
 	decide := func() error {
 		wait()
-		if err != nil {
-			return err // the stage fails open: counted as under quota (seed 004)
+		if p.err != nil {
+			return p.err // the stage fails open: counted as under quota (seed 004)
 		}
-		if !ok {
-			return refusal.Quota(tier, limit, n, period)
+		if !p.ok {
+			return refusal.Quota(tier, limit, p.n, period)
 		}
-		if known && limit > 0 && n > limit {
+		if known && limit > 0 && p.n > limit {
 			q.log.InfoContext(ctx, "quota overage recorded (BILLING_ENFORCE=0)",
-				"tenant", c.Tenant.ID, "tier", tier, "limit", limit, "used", n, "period", period)
+				"tenant", c.Tenant.ID, "tier", tier, "limit", limit, "used", p.n, "period", period)
 		}
 		return nil
 	}
-	var undone sync.Once
 	undo := func() {
-		undone.Do(func() {
+		p.undone.Do(func() {
 			wait()
-			if err == nil && ok {
-				if derr := q.meter.Decr(context.WithoutCancel(ctx), key); derr != nil {
+			if p.err == nil && p.ok {
+				if derr := q.meter.Decr(context.WithoutCancel(ctx), p.key); derr != nil {
 					q.log.WarnContext(ctx, "quota unit not given back", "tenant", c.Tenant.ID, "err", derr)
 				}
 			}

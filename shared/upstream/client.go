@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"net/http/httptrace"
 	"net/textproto"
 	"strings"
@@ -371,7 +372,7 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 		h.Set(cred.header, cred.value)
 	}
 	began := time.Now()
-	resp, err := c.HTTP.Do(req)
+	resp, err := c.roundTrip(req)
 	if err != nil {
 		switch {
 		case parent.Err() != nil && wrote.Load():
@@ -443,6 +444,30 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 		go drain(resp.Body, cancel)
 	}
 	return &r, resp.Header, nil
+}
+
+// roundTrip is c.HTTP.Do(req) without what Do adds that this client does
+// not use: no redirect is followed (NewHTTPClient's CheckRedirect stops
+// at the first response; here the transport's answer is the answer), and
+// there is no cookie jar and no client timeout (the context has the
+// deadline). Do copies the request's headers for redirects on every call;
+// that copy was about 700 bytes a call (docs/performance.md). A client
+// with a Jar or a Timeout goes through Do. Errors are wrapped in
+// *url.Error as Do wraps them.
+func (c *Client) roundTrip(req *http.Request) (*http.Response, error) {
+	h := c.HTTP
+	if h.Jar != nil || h.Timeout != 0 {
+		return h.Do(req)
+	}
+	rt := h.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return nil, &url.Error{Op: "Post", URL: req.URL.Redacted(), Err: err}
+	}
+	return resp, nil
 }
 
 // drainLimit bounds what is read after the answer to keep a connection.
