@@ -9,8 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -101,14 +104,50 @@ func (k ParamsKey) Hash(raw json.RawMessage) string {
 	if err != nil {
 		c = raw
 	}
-	m := hmac.New(sha256.New, []byte(k.secret))
+	m, pool := k.mac()
 	m.Write(c)
+	var sum [sha256.Size]byte
+	m.Sum(sum[:0])
+	if pool != nil {
+		m.Reset()
+		pool.Put(m)
+	}
 	var buf [len(ParamsHashPrefix) + paramsKeyIDLen + 1 + 2*sha256.Size]byte
 	b := append(buf[:0], ParamsHashPrefix...)
 	b = append(b, k.id...)
 	b = append(b, ':')
-	b = hex.AppendEncode(b, m.Sum(nil))
+	b = hex.AppendEncode(b, sum[:])
 	return string(b)
+}
+
+// Keyed HMAC states, per secret: keying one (hmac.New: two SHA-256
+// blocks and its allocations) cost about 2% of the gateway's CPU per call
+// (docs/performance.md). A process holds one key, two while it rotates;
+// past maxMacPools secrets a key is keyed for each hash again.
+var (
+	macPools sync.Map // secret → *sync.Pool of keyed states
+	macCount atomic.Int32
+)
+
+const maxMacPools = 8
+
+// mac is an HMAC-SHA-256 state keyed with k's secret, and the pool to
+// give it back to after a Reset (nil: none, drop it).
+func (k ParamsKey) mac() (hash.Hash, *sync.Pool) {
+	p, ok := macPools.Load(k.secret)
+	if !ok {
+		if macCount.Load() >= maxMacPools {
+			return hmac.New(sha256.New, []byte(k.secret)), nil
+		}
+		secret := []byte(k.secret)
+		var loaded bool
+		p, loaded = macPools.LoadOrStore(k.secret, &sync.Pool{New: func() any { return hmac.New(sha256.New, secret) }})
+		if !loaded {
+			macCount.Add(1)
+		}
+	}
+	pool := p.(*sync.Pool)
+	return pool.Get().(hash.Hash), pool
 }
 
 // String implements fmt.Stringer without the secret.

@@ -112,7 +112,10 @@ func (a *auditLog) clock() (time.Time, time.Duration) {
 
 // auditSortKey orders records by time, then by arrival.
 func auditSortKey(t time.Time, seq int64) string {
-	return t.UTC().Format(audit.SortTimeLayout) + "#" + strconv.FormatInt(1e15+seq, 10)
+	var buf [64]byte
+	b := t.UTC().AppendFormat(buf[:0], audit.SortTimeLayout)
+	b = append(b, '#')
+	return string(strconv.AppendInt(b, 1e15+seq, 10))
 }
 
 // Write implements audit.Writer. The record is kept Bounded: its long
