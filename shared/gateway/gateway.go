@@ -380,6 +380,16 @@ func isDigits(s string) bool {
 // readBody reads at most max bytes; status is 413 over the limit, 400 when
 // the body could not be read.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, int) {
+	if n := r.ContentLength; n > 0 && n <= max {
+		// The usual case: the length is known and within the bound, so
+		// the body is read into one buffer of its size (io.ReadAll grows
+		// one from 512 bytes); net/http ends the body at that length.
+		b := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, http.StatusBadRequest
+		}
+		return b, 0
+	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	var mbe *http.MaxBytesError
 	switch {
