@@ -9,8 +9,10 @@ import (
 	"encoding/hex"
 )
 
-// Header is the response header that carries the id.
-const Header = "X-Correlation-ID"
+// Header is the response header that carries the id (X-Correlation-ID),
+// spelled in net/http's canonical form so that setting and reading it do
+// not re-case it on every request.
+const Header = "X-Correlation-Id"
 
 // ID returns the correlation id for a request whose traceparent header is tp.
 func ID(tp string) string {

@@ -273,8 +273,8 @@ func notSent(ctx context.Context) *notSentError {
 func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Request, ep endpoint, c *pipeline.Call, sent *bool) (*jsonrpc.Response, error) {
 	params := route.UpstreamParams(c)
 	hdr := http.Header{}
-	if tp := r.Header.Get("traceparent"); tp != "" {
-		hdr.Set("traceparent", tp)
+	if tp := r.Header.Get("Traceparent"); tp != "" {
+		hdr.Set("Traceparent", tp)
 	}
 	var claim *idempotency.Claim
 	if key := c.IdempotencyKey; key != "" {

@@ -229,14 +229,14 @@ func (g *Gateway) Catalog() *route.Catalog { return g.cat }
 // leaves, which stops the checks' store work but never a call already
 // sent upstream (toolsCall).
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	corr := correlation.ID(r.Header.Get("traceparent"))
+	corr := correlation.ID(r.Header.Get("Traceparent"))
 	w.Header().Set(correlation.Header, corr)
 	path := r.URL.Path
 	timeout := g.o.Settings.UpstreamTimeout + g.o.StoreMargin
 	switch {
 	case r.Method == http.MethodGet:
 		timeout = g.listenTimeout() // a GET on /mcp is a stream (listen)
-	case r.Method == http.MethodPost && upstream.IsModern(r.Header.Get("MCP-Protocol-Version")) && r.Header.Get("Mcp-Method") == "subscriptions/listen":
+	case r.Method == http.MethodPost && upstream.IsModern(r.Header.Get("Mcp-Protocol-Version")) && r.Header.Get("Mcp-Method") == "subscriptions/listen":
 		// A stream too; mcpHeaders refuses a body whose method is another
 		// (-32020), so the header cannot buy a call a longer deadline.
 		timeout = g.listenTimeout() + g.o.StoreMargin
@@ -485,7 +485,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 	case ep.mcp:
 		c.SessionID = r.Header.Get("Mcp-Session-Id")
 	default:
-		c.SessionID = r.Header.Get("X-Session-ID")
+		c.SessionID = r.Header.Get("X-Session-Id")
 	}
 	g.dispatch(ctx, w, r, ep, c)
 }
@@ -568,7 +568,7 @@ func (g *Gateway) auditRefusal(ctx context.Context, c *pipeline.Call, err error,
 
 func (g *Gateway) sessionHeaders(w http.ResponseWriter, ep endpoint, c *pipeline.Call) {
 	if c.SessionID != "" && c.Session.ID != "" {
-		w.Header().Set("X-Session-ID", c.SessionID)
+		w.Header().Set("X-Session-Id", c.SessionID)
 		if ep.mcp {
 			w.Header().Set("Mcp-Session-Id", c.SessionID)
 		}

@@ -55,7 +55,7 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, co
 		writeJSON(w, http.StatusNotAcceptable, `{"error":"Accept must list text/event-stream"}`)
 		return
 	}
-	if upstream.IsModern(r.Header.Get("MCP-Protocol-Version")) {
+	if upstream.IsModern(r.Header.Get("Mcp-Protocol-Version")) {
 		w.Header().Set("Allow", "POST")
 		writeJSON(w, http.StatusMethodNotAllowed, `{"error":"MCP 2026-07-28 has no GET stream"}`)
 		return

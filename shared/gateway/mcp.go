@@ -46,7 +46,7 @@ func (g *Gateway) mcpHeaders(w http.ResponseWriter, r *http.Request, req *jsonrp
 	if !acceptsBoth(r.Header.Values("Accept")) {
 		return fail(http.StatusNotAcceptable, refusal.New(refusal.InvalidRequest, "Invalid request: Accept must list application/json and text/event-stream"))
 	}
-	v := r.Header.Get("MCP-Protocol-Version")
+	v := r.Header.Get("Mcp-Protocol-Version")
 	if v != "" && req.Method != "initialize" && !slices.Contains(SupportedVersions, v) {
 		ref := refusal.New(refusal.UnsupportedProtocol, "Unsupported protocol version: MCP-Protocol-Version "+v+"; supported: "+strings.Join(SupportedVersions, ", ")).
 			With("supported", SupportedVersions).With("requested", v)

@@ -118,28 +118,44 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	if c.Server != nil { // routed (route resolves first): one key per tool, whatever name it was called by
 		server, tool = c.Server.Name, c.UpstreamTool
 	}
-	windows := make([]result, 0, 5)
-	for _, who := range owners(c) {
+	// One record for what the closures share: one allocation for the
+	// windows, their waits and the undo's once, not one for each.
+	p := &prefetched{}
+	var ownerRoom [2]string
+	for _, who := range owners(c, ownerRoom[:0]) {
 		sKey, tKey := Keys(c.Tenant.ID, who, server, tool, now)
 		if k.perSession > 0 {
-			windows = append(windows, result{scope: ScopeSession, key: sKey, limit: k.perSession})
+			p.add(result{scope: ScopeSession, key: sKey, limit: k.perSession})
 		}
 		if k.perTool > 0 {
-			windows = append(windows, result{scope: ScopeTool, key: tKey, limit: k.perTool})
+			p.add(result{scope: ScopeTool, key: tKey, limit: k.perTool})
 		}
 	}
 	if k.perKey > 0 && c.KeyID != "" {
-		windows = append(windows, result{scope: ScopeKey, key: KeyWindow(c.Tenant.ID, c.KeyID, now), limit: k.perKey})
+		p.add(result{scope: ScopeKey, key: KeyWindow(c.Tenant.ID, c.KeyID, now), limit: k.perKey})
 	}
-	waits := make([]func(), len(windows))
-	for i := range windows {
-		w := &windows[i]
-		waits[i] = c.Async(func() { _, w.ok, w.err = k.counter.Incr(ctx, w.key, w.limit, end) })
+	windows := p.windows[:p.n]
+	count := func(w *result) { _, w.ok, w.err = k.counter.Incr(ctx, w.key, w.limit, end) }
+	if c.Inline {
+		// In process: counted at once, with no closure per window.
+		for i := range windows {
+			count(&windows[i])
+		}
+	} else {
+		for i := range windows {
+			w := &windows[i]
+			p.waits[i] = c.Async(func() { count(w) })
+		}
+	}
+	wait := func() {
+		for _, w := range p.waits[:p.n] {
+			if w != nil {
+				w()
+			}
+		}
 	}
 	decide := func() error {
-		for _, wait := range waits {
-			wait()
-		}
+		wait()
 		retry := end.Sub(now).Milliseconds()
 		if retry < 1 {
 			retry = 1
@@ -156,12 +172,9 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		}
 		return unreachable
 	}
-	var undone sync.Once
 	undo := func() {
-		undone.Do(func() {
-			for _, wait := range waits {
-				wait()
-			}
+		p.undone.Do(func() {
+			wait()
 			k.giveBack(ctx, windows)
 		})
 	}
@@ -177,6 +190,24 @@ func (k *Check) giveBack(ctx context.Context, windows []result) {
 			}
 		}
 	}
+}
+
+// prefetched is one call's windows, as many as maxWindows, and the waits
+// of their counts.
+type prefetched struct {
+	windows [maxWindows]result
+	waits   [maxWindows]func()
+	n       int
+	undone  sync.Once
+}
+
+// maxWindows: session and tool windows for each of at most two owners
+// (owners), and the API key's.
+const maxWindows = 5
+
+func (p *prefetched) add(r result) {
+	p.windows[p.n] = r
+	p.n++
 }
 
 // result is one window's count for a call.
@@ -195,14 +226,15 @@ type result struct {
 // A stateless call (MCP 2026-07-28) belongs to no session: its API key's
 // windows stand for the session's (without it, every stateless call of
 // the tenant would share one window, the session "").
-func owners(c *pipeline.Call) []string {
+// The names are appended to dst.
+func owners(c *pipeline.Call, dst []string) []string {
 	if c.Stateless && c.KeyID != "" {
-		return []string{"key:" + c.KeyID}
+		return append(dst, "key:"+c.KeyID)
 	}
 	if c.NewSession && c.KeyID != "" {
-		return []string{"key:" + c.KeyID, c.SessionID}
+		return append(dst, "key:"+c.KeyID, c.SessionID)
 	}
-	return []string{c.SessionID}
+	return append(dst, c.SessionID)
 }
 
 var _ pipeline.Prefetcher = (*Check)(nil)

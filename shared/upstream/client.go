@@ -372,7 +372,7 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json, text/event-stream")
 	if ex.Session.Protocol != "" {
-		h.Set("MCP-Protocol-Version", ex.Session.Protocol)
+		h.Set("Mcp-Protocol-Version", ex.Session.Protocol)
 	}
 	if ex.Session.ID != "" {
 		h.Set("Mcp-Session-Id", ex.Session.ID)

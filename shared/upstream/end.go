@@ -36,7 +36,7 @@ func (c *Client) End(ctx context.Context, srv *registry.Server, sess Session) er
 	}
 	req.Header.Set("Mcp-Session-Id", sess.ID)
 	if sess.Protocol != "" {
-		req.Header.Set("MCP-Protocol-Version", sess.Protocol)
+		req.Header.Set("Mcp-Protocol-Version", sess.Protocol)
 	}
 	if cr := srv.Credential; cr != nil {
 		if c.Creds == nil {

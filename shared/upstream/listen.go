@@ -41,7 +41,7 @@ func (c *Client) Listen(ctx context.Context, srv *registry.Server, sess Session,
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("Mcp-Session-Id", sess.ID)
 	if sess.Protocol != "" {
-		req.Header.Set("MCP-Protocol-Version", sess.Protocol)
+		req.Header.Set("Mcp-Protocol-Version", sess.Protocol)
 	}
 	resp, sc, err := c.openStream(ctx, req, srv)
 	if err != nil {
@@ -92,7 +92,7 @@ func (c *Client) Subscribe(ctx context.Context, srv *registry.Server, sess Sessi
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json, text/event-stream")
-	h.Set("MCP-Protocol-Version", sess.Protocol)
+	h.Set("Mcp-Protocol-Version", sess.Protocol)
 	standardHeaders(h, method, params, nil)
 	resp, sc, err := c.openStream(ctx, req, srv)
 	if err != nil {
