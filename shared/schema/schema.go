@@ -110,7 +110,15 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	if args == nil || string(args) == "null" {
 		args = emptyObject
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	var v any
+	var err error
+	if string(bytes.TrimSpace(args)) == "{}" {
+		// No arguments, the usual case of a tool that takes none: no
+		// decoder for two bytes.
+		v = map[string]any{}
+	} else {
+		v, err = jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	}
 	if err != nil {
 		// The JSON-RPC decoder and the params stage read these bytes
 		// already: this cannot happen, and it must not let the call on.
