@@ -179,7 +179,9 @@ type reads uint8
 const (
 	readsArguments reads = 1 << iota
 	readsAnnotations
-	readsAll = readsArguments | readsAnnotations
+	readsSession // context.session
+	readsNow     // context.now
+	readsAll     = readsArguments | readsAnnotations | readsSession | readsNow
 )
 
 // readsOf finds what p may read, from its text: any mention of the word
@@ -194,6 +196,25 @@ func readsOf(p *cedar.Policy) reads {
 	}
 	if bytes.Contains(text, []byte("annotations")) {
 		r |= readsAnnotations
+	}
+	if bytes.Contains(text, []byte("session")) {
+		r |= readsSession
+	}
+	if bytes.Contains(text, []byte("now")) {
+		r |= readsNow
+	}
+	// context used other than through one member (compared whole, put in
+	// a set or a record, has-tested): it may see every member.
+	for rest := text; ; {
+		i := bytes.Index(rest, []byte("context"))
+		if i < 0 {
+			break
+		}
+		rest = rest[i+len("context"):]
+		if len(rest) == 0 || rest[0] != '.' {
+			r |= readsAll
+			break
+		}
 	}
 	return r
 }
@@ -477,15 +498,22 @@ func entitiesOf(req *Request, r reads) (principal, action, resource types.Entity
 
 // contextOf is the request's context record. listing leaves the arguments
 // unknown (batch.Ignore); without readsArguments in r they are the empty
-// record.
+// record, and without readsSession or readsNow the session and the clock
+// are left out (no candidate names them, so none can tell).
 func contextOf(req *Request, listing bool, r reads) types.Record {
-	m := types.RecordMap{
-		"session": types.NewRecord(types.RecordMap{
+	if !listing && r&(readsArguments|readsSession|readsNow) == 0 {
+		return plainContext // no candidate reads the context: no conversion
+	}
+	m := types.RecordMap{}
+	if r&readsSession != 0 {
+		m["session"] = types.NewRecord(types.RecordMap{
 			"id":         types.String(req.Session.ID),
 			"tool_calls": types.Long(req.Session.ToolCalls),
 			"age_secs":   types.Long(int64(req.Session.Age(req.Now).Seconds())),
-		}),
-		"now": types.Long(req.Now.Unix()),
+		})
+	}
+	if r&readsNow != 0 {
+		m["now"] = types.Long(req.Now.Unix())
 	}
 	if listing {
 		m["arguments"] = batch.Ignore()
@@ -503,12 +531,16 @@ func contextOf(req *Request, listing bool, r reads) types.Record {
 
 var emptyRecord = types.NewRecord(nil)
 
+// plainContext is the context of a request whose candidate policies read
+// none of it: the members they could test for without reading them.
+var plainContext = types.NewRecord(types.RecordMap{"arguments": emptyRecord, "arguments_truncated": types.False})
+
 // argumentsOf converts arguments to a Cedar record; false when they are
 // withheld (over a bound, not JSON, not an object). Absent or null
 // arguments are the empty record, not withheld.
 func argumentsOf(raw json.RawMessage) (types.Record, bool) {
 	t := bytes.TrimSpace(raw)
-	if len(t) == 0 || string(t) == "null" {
+	if len(t) == 0 || string(t) == "null" || string(t) == "{}" {
 		return emptyRecord, true
 	}
 	if len(t) > MaxArgumentBytes || t[0] != '{' {

@@ -201,6 +201,11 @@ permit (principal, action in [Action::"prompts/get", Action::"completion/complet
 permit (principal, action, resource is Resource in Server::"srv2");
 forbid (principal, action == Action::"resources/read", resource == Resource::"file:///secret");
 permit (principal, action in Action::"tools/call", resource in Tool::"srv3/tool3");
+forbid (principal, action == Action::"tools/call", resource == Tool::"srv4/tool4") when { context.session.tool_calls > 3 };
+permit (principal, action == Action::"tools/call", resource == Tool::"srv5/tool5") when { context.now > 0 && context.session.age_secs >= 60 };
+forbid (principal, action == Action::"tools/call", resource == Tool::"srv6/tool6") when { context has session };
+permit (principal, action == Action::"tools/call", resource == Tool::"srv7/tool7") when { context == principal.claims };
+permit (principal, action == Action::"tools/call", resource == Tool::"srv7/tool8") when { context["now"] > 0 };
 `
 	l := mustCedar(t, text)
 	list, err := cedar.NewPolicyListFromBytes("", []byte(text))
@@ -231,6 +236,10 @@ permit (principal, action in Action::"tools/call", resource in Tool::"srv3/tool3
 					req.Method, req.Caller.Roles = method, roles
 					req.Annotations = json.RawMessage(`{"readOnlyHint":true}`)
 					req.Arguments = json.RawMessage(`{"amount":5000}`)
+					req.Session.ToolCalls, req.Now = tl, req.Session.Started.Add(time.Duration(s)*time.Minute)
+					// The context without what no policy names, whole: only a
+					// policy that reads context whole can tell it from the full one.
+					req.Caller.Claims = json.RawMessage(`{"arguments":{},"arguments_truncated":false}`)
 					switch method {
 					case MethodResource:
 						req.ResourceURI = pick(rand.New(rand.NewPCG(uint64(s), uint64(tl))), []string{"file:///secret", "file:///a"})
@@ -295,5 +304,41 @@ func TestCedarEntityCache(t *testing.T) {
 	l.ents.mu.Unlock()
 	if n != 3 {
 		t.Fatalf("%d cached entries, want 3 (the large request is not cached)", n)
+	}
+}
+
+// TestCedarReadsLeaveNothingOut: a request is evaluated on only the
+// context its candidate policies name (reads); a policy that names one
+// member, or reads context whole, decides as it does on the full context.
+func TestCedarReadsLeaveNothingOut(t *testing.T) {
+	for _, text := range []string{
+		`permit (principal, action, resource) when { context == principal.claims };`,
+		`permit (principal, action, resource) when { principal.claims == context };`,
+		`permit (principal, action, resource) when { [context].contains(principal.claims) };`,
+		`permit (principal, action, resource) when { context.now > 1000 };`,
+		`permit (principal, action, resource) when { context.session.tool_calls == 3 };`,
+		`permit (principal, action, resource) when { context.session.age_secs >= 60 };`,
+		`permit (principal, action, resource) when { context has session };`,
+		`forbid (principal, action, resource) when { context has now }; permit (principal, action, resource);`,
+		`permit (principal, action, resource) when { context.arguments_truncated == false && !(context has session) };`,
+	} {
+		l := mustCedar(t, text)
+		list, err := cedar.NewPolicyListFromBytes("", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := cedar.NewPolicySet()
+		for i, p := range list {
+			full.Add(cedar.PolicyID(fmt.Sprint(i)), p)
+		}
+		req := toolCall("srv", "tool")
+		req.Session.ToolCalls, req.Now = 3, req.Session.Started.Add(2*time.Minute)
+		// What the context would be without the members no policy names.
+		req.Caller.Claims = json.RawMessage(`{"arguments":{},"arguments_truncated":false}`)
+		principal, action, resource, entities := entitiesOf(req, readsAll)
+		wantD, _ := cedar.Authorize(full, entities, cedar.Request{Principal: principal, Action: action, Resource: resource, Context: contextOf(req, false, readsAll)})
+		if got := l.Decide(context.Background(), req); got.Refused() != (wantD != cedar.Allow) {
+			t.Errorf("%s\n Decide %+v; on the full context Cedar says %v", text, got, wantD)
+		}
 	}
 }
