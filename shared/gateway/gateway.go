@@ -310,10 +310,14 @@ func writeJSON(w http.ResponseWriter, status int, body string) {
 }
 
 func writeFrame(w http.ResponseWriter, status int, frame []byte) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = contentJSON
 	w.WriteHeader(status)
 	_, _ = w.Write(frame)
 }
+
+// contentJSON is the Content-Type of a JSON answer, one slice for all of
+// them (net/http only reads it; the header is copied when written).
+var contentJSON = []string{"application/json"}
 
 // writeRefusal answers id with r, in the tenant's chosen shape for tools/call.
 func writeRefusal(w http.ResponseWriter, id json.RawMessage, r *refusal.Refusal, shape, method string) {

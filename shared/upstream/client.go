@@ -369,8 +369,7 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 	for k, v := range ex.Header {
 		h[k] = v
 	}
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "application/json, text/event-stream")
+	h["Content-Type"], h["Accept"] = contentJSON, acceptBoth
 	if ex.Session.Protocol != "" {
 		h.Set("Mcp-Protocol-Version", ex.Session.Protocol)
 	}
@@ -458,6 +457,14 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 	}
 	return &r, resp.Header, nil
 }
+
+// The constant request headers, one value each, shared by every request
+// rather than allocated per call: net/http only reads them, and an Add
+// to a full slice copies it.
+var (
+	contentJSON = []string{"application/json"}
+	acceptBoth  = []string{"application/json, text/event-stream"}
+)
 
 // roundTrip is c.HTTP.Do(req) without what Do adds that this client does
 // not use: no redirect is followed (NewHTTPClient's CheckRedirect stops
