@@ -122,10 +122,17 @@ type entityCache struct {
 type cachedEntities struct {
 	principal, action, resource types.EntityUID
 	em                          types.EntityMap
+	// The verdict on these entities, once decided, for a request whose
+	// candidates read no context (plainContext): then nothing else goes
+	// into a decision, and the verdict is kept rather than evaluated again.
+	verdict Verdict
+	decided bool
 }
 
-// entitiesCached is entitiesOf through l's cache.
-func (l *cedarLayer) entitiesCached(req *Request, r reads) (principal, action, resource types.EntityUID, em types.EntityMap) {
+// entitiesCached is entitiesOf through l's cache. key is the cache's key
+// for req ("" when req is not cached), and verdict, decided the verdict
+// kept for it (see cachedEntities).
+func (l *cedarLayer) entitiesCached(req *Request, r reads) (principal, action, resource types.EntityUID, em types.EntityMap, key string, verdict Verdict, decided bool) {
 	var b strings.Builder
 	for _, s := range []string{req.Tenant, req.Caller.ID, req.Caller.KeyID, req.Method, req.Server, req.Tool, req.Prompt, req.ResourceURI} {
 		b.WriteString(s)
@@ -141,25 +148,36 @@ func (l *cedarLayer) entitiesCached(req *Request, r reads) (principal, action, r
 		b.WriteByte(2)
 		b.Write(req.Annotations)
 	}
-	key := b.String()
+	key = b.String()
 	c := &l.ents
 	c.mu.Lock()
 	e, ok := c.m[key]
 	c.mu.Unlock()
 	if ok {
-		return e.principal, e.action, e.resource, e.em
+		return e.principal, e.action, e.resource, e.em, key, e.verdict, e.decided
 	}
 	principal, action, resource, em = entitiesOf(req, r)
 	if len(key) > maxCachedKeyBytes {
-		return principal, action, resource, em
+		return principal, action, resource, em, "", Verdict{}, false
 	}
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= maxCachedEntities {
 		c.m = make(map[string]cachedEntities)
 	}
-	c.m[key] = cachedEntities{principal, action, resource, em}
+	c.m[key] = cachedEntities{principal: principal, action: action, resource: resource, em: em}
 	c.mu.Unlock()
-	return principal, action, resource, em
+	return principal, action, resource, em, key, Verdict{}, false
+}
+
+// keepVerdict records v as the verdict of the cached entry key.
+func (l *cedarLayer) keepVerdict(key string, v Verdict) {
+	c := &l.ents
+	c.mu.Lock()
+	if e, ok := c.m[key]; ok {
+		e.verdict, e.decided = v, true
+		c.m[key] = e
+	}
+	c.mu.Unlock()
 }
 
 // indexed is one policy of the index.
@@ -370,14 +388,24 @@ func (l *cedarLayer) Decide(ctx context.Context, req *Request) Verdict {
 		return denied(ReasonNoPermit, RuleNoPermit)
 	}
 	r := cands.reads()
-	principal, action, resource, entities := l.entitiesCached(req, r)
+	principal, action, resource, entities, key, kept, decided := l.entitiesCached(req, r)
 	if req.Listing {
 		return l.decideListing(ctx, cands, principal, action, resource, entities, req, r)
+	}
+	// A request whose candidates read no context is decided by its
+	// entities alone (the cache's key): decided once, then kept.
+	contextFree := r&(readsArguments|readsSession|readsNow) == 0
+	if contextFree && decided {
+		return kept
 	}
 	d, diag := cedar.Authorize(cands, entities, cedar.Request{
 		Principal: principal, Action: action, Resource: resource, Context: contextOf(req, false, r),
 	})
-	return l.verdict(d, diag)
+	v := l.verdict(d, diag)
+	if contextFree && key != "" {
+		l.keepVerdict(key, v)
+	}
+	return v
 }
 
 // decideListing asks whether some arguments would allow req: the
