@@ -17,21 +17,8 @@ import (
 // TestConnectionsAreReused: answers read from an SSE stream leave the
 // connection reusable, so calls do not pay a TCP handshake each.
 func TestConnectionsAreReused(t *testing.T) {
-	var dials atomic.Int64
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			dials.Add(1)
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		},
-		MaxIdleConnsPerHost: 4,
-	}
-	c := &upstream.Client{HTTP: &http.Client{Transport: tr}, Timeout: 5 * time.Second}
-	srv := &registry.Server{Tenant: "t", Name: "s", URL: sdkServer(t, false, nil)}
+	c, srv, sess, dials := dialCounting(t)
 	ctx := context.Background()
-	sess, err := c.Initialize(ctx, srv)
-	if err != nil {
-		t.Fatal(err)
-	}
 	before := dials.Load()
 	for i := range 20 {
 		resp, _, err := c.Call(ctx, &upstream.Exchange{Server: srv, Session: sess, ID: json.RawMessage(fmt.Sprint(i + 10)),
@@ -51,20 +38,7 @@ func TestConnectionsAreReused(t *testing.T) {
 // connection: it once cost a new connection (and a reset one) every 27
 // calls or so under load.
 func TestConnectionsAreReusedWhenTheCallerEnds(t *testing.T) {
-	var dials atomic.Int64
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			dials.Add(1)
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		},
-		MaxIdleConnsPerHost: 4,
-	}
-	c := &upstream.Client{HTTP: &http.Client{Transport: tr}, Timeout: 5 * time.Second}
-	srv := &registry.Server{Tenant: "t", Name: "s", URL: sdkServer(t, false, nil)}
-	sess, err := c.Initialize(context.Background(), srv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, srv, sess, dials := dialCounting(t)
 	before := dials.Load()
 	for i := range 20 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -78,4 +52,25 @@ func TestConnectionsAreReusedWhenTheCallerEnds(t *testing.T) {
 	if n := dials.Load() - before; n > 2 {
 		t.Fatalf("20 sequential calls, each cancelled once answered, opened %d connections; want the pool reused (at most 2)", n)
 	}
+}
+
+// dialCounting is a client on a transport that counts its dials, with a
+// session open on an SDK server.
+func dialCounting(t *testing.T) (*upstream.Client, *registry.Server, upstream.Session, *atomic.Int64) {
+	t.Helper()
+	dials := &atomic.Int64{}
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+		MaxIdleConnsPerHost: 4,
+	}
+	c := &upstream.Client{HTTP: &http.Client{Transport: tr}, Timeout: 5 * time.Second}
+	srv := &registry.Server{Tenant: "t", Name: "s", URL: sdkServer(t, false, nil)}
+	sess, err := c.Initialize(context.Background(), srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, srv, sess, dials
 }
