@@ -170,27 +170,30 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	if h := k.cachedHash(c.Tenant.ID); h != "" {
 		c.PolicyHash = h
 	}
-	var l Loaded
-	var key keyFacts
+	// What the closures share, in one allocation.
+	p := &struct {
+		l   Loaded
+		key keyFacts
+		res reservation
+	}{}
 	tenant, keyID := c.Tenant.ID, c.KeyID
 	roles, manifest := c.Roles, c.KeyManifest
 	wait := c.Async(func() {
-		l = k.Load(ctx, tenant)
+		p.l = k.Load(ctx, tenant)
 		if roles != nil {
-			key = keyFacts{roles: roles, bounds: k.carriedBounds(ctx, tenant, keyID, manifest)}
+			p.key = keyFacts{roles: roles, bounds: k.carriedBounds(ctx, tenant, keyID, manifest)}
 		} else {
-			key = k.key(ctx, tenant, keyID)
+			p.key = k.key(ctx, tenant, keyID)
 		}
 	})
-	res := &reservation{}
 	decide := func() error {
 		wait()
 		if c.Roles == nil {
-			c.Roles = key.roles
+			c.Roles = p.key.roles
 		}
-		return k.decide(ctx, c, l, key.bounds, res)
+		return k.decide(ctx, c, p.l, p.key.bounds, &p.res)
 	}
-	return decide, func() { k.undo(ctx, res) }
+	return decide, func() { k.undo(ctx, &p.res) }
 }
 
 // reservation is what one call holds of its session's budgets: undone
