@@ -189,8 +189,8 @@ func testEvents(t *testing.T, bin string) {
 			t.Errorf("events/gateway/%s.json is not posted by any step", name)
 		}
 	}
-	if !strings.Contains(h.fn.Log(), wiring.EnvAllowLoopback+"=1") {
-		t.Errorf("the loopback escape was not logged at start:\n%s", h.fn.Log())
+	if log := h.fn.LogHas([]string{wiring.EnvAllowLoopback + "=1"}, 10*time.Second); !strings.Contains(log, wiring.EnvAllowLoopback+"=1") {
+		t.Errorf("the loopback escape was not logged at start:\n%s", log)
 	}
 	t.Logf("INIT duration under aws-lambda-rie: %v", h.fn.InitDuration(t))
 }
@@ -393,8 +393,9 @@ func testBadTimeouts(t *testing.T, bin string) {
 			if _, err := fn.InvokeRaw(t.Context(), ev); err == nil {
 				t.Fatal("the function served a request with an impossible timeout combination")
 			}
-			log := fn.Log()
-			for _, w := range append(tc.want, "refusing to start") {
+			want := append(tc.want, "refusing to start")
+			log := fn.LogHas(want, 10*time.Second)
+			for _, w := range want {
 				if !strings.Contains(log, w) {
 					t.Errorf("start-up log does not name %q:\n%s", w, log)
 				}

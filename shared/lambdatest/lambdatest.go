@@ -312,6 +312,25 @@ func (f *Function) Stop() {
 // Log returns everything the emulator and the function wrote so far.
 func (f *Function) Log() string { return f.log.String() }
 
+// LogHas waits until the log holds every one of want, or limit passes,
+// and returns the log. The emulator's output reaches the log through a
+// pipe, so a line the function wrote may arrive after the answer that
+// followed it.
+func (f *Function) LogHas(want []string, limit time.Duration) string {
+	deadline := time.Now().Add(limit)
+	for {
+		log := f.Log()
+		all := true
+		for _, w := range want {
+			all = all && strings.Contains(log, w)
+		}
+		if all || time.Now().After(deadline) {
+			return log
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // InvokeRaw posts payload to the function and returns the raw result
 // payload. A function error (a crash, a timeout, an error returned to the
 // runtime) is returned as an error carrying the emulator's payload.
