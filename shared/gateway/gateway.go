@@ -310,14 +310,10 @@ func writeJSON(w http.ResponseWriter, status int, body string) {
 }
 
 func writeFrame(w http.ResponseWriter, status int, frame []byte) {
-	w.Header()["Content-Type"] = contentJSON
+	w.Header()["Content-Type"] = upstream.ContentTypeJSON
 	w.WriteHeader(status)
 	_, _ = w.Write(frame)
 }
-
-// contentJSON is the Content-Type of a JSON answer, one slice for all of
-// them (net/http only reads it; the header is copied when written).
-var contentJSON = []string{"application/json"}
 
 // writeRefusal answers id with r, in the tenant's chosen shape for tools/call.
 func writeRefusal(w http.ResponseWriter, id json.RawMessage, r *refusal.Refusal, shape, method string) {
@@ -381,13 +377,19 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
+// exactBodyBytes is the largest announced body readBody allocates before
+// it has arrived.
+const exactBodyBytes = 16 << 10
+
 // readBody reads at most max bytes; status is 413 over the limit, 400 when
 // the body could not be read.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, int) {
-	if n := r.ContentLength; n > 0 && n <= max {
-		// The usual case: the length is known and within the bound, so
-		// the body is read into one buffer of its size (io.ReadAll grows
-		// one from 512 bytes); net/http ends the body at that length.
+	if n := r.ContentLength; n > 0 && n <= min(max, exactBodyBytes) {
+		// The usual case: a small body of known length, read into one
+		// buffer of its size (io.ReadAll grows one from 512 bytes);
+		// net/http ends the body at that length. A larger one is read as
+		// it arrives, so that a client that announces a large body and
+		// sends it slowly does not hold that much memory up front.
 		b := make([]byte, n)
 		if _, err := io.ReadFull(r.Body, b); err != nil {
 			return nil, http.StatusBadRequest

@@ -135,23 +135,13 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		p.add(result{scope: ScopeKey, key: KeyWindow(c.Tenant.ID, c.KeyID, now), limit: k.perKey})
 	}
 	windows := p.windows[:p.n]
-	count := func(w *result) { _, w.ok, w.err = k.counter.Incr(ctx, w.key, w.limit, end) }
-	if c.Inline {
-		// In process: counted at once, with no closure per window.
-		for i := range windows {
-			count(&windows[i])
-		}
-	} else {
-		for i := range windows {
-			w := &windows[i]
-			p.waits[i] = c.Async(func() { count(w) })
-		}
+	for i := range windows {
+		w := &windows[i]
+		p.waits[i] = c.Async(func() { _, w.ok, w.err = k.counter.Incr(ctx, w.key, w.limit, end) })
 	}
 	wait := func() {
 		for _, w := range p.waits[:p.n] {
-			if w != nil {
-				w()
-			}
+			w()
 		}
 	}
 	decide := func() error {

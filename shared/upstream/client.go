@@ -369,7 +369,7 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 	for k, v := range ex.Header {
 		h[k] = v
 	}
-	h["Content-Type"], h["Accept"] = contentJSON, acceptBoth
+	h["Content-Type"], h["Accept"] = ContentTypeJSON, acceptBoth
 	if ex.Session.Protocol != "" {
 		h.Set("Mcp-Protocol-Version", ex.Session.Protocol)
 	}
@@ -458,12 +458,13 @@ func (c *Client) once(ctx context.Context, ex *Exchange, body []byte, cred *inje
 	return &r, resp.Header, nil
 }
 
-// The constant request headers, one value each, shared by every request
-// rather than allocated per call: net/http only reads them, and an Add
-// to a full slice copies it.
+// Constant header values, one slice each, shared by every request (and,
+// ContentTypeJSON, by the gateway's JSON answers) rather than allocated
+// per call: net/http only reads them, and an Add to a full slice copies
+// it. Assign them, never append to or change them.
 var (
-	contentJSON = []string{"application/json"}
-	acceptBoth  = []string{"application/json, text/event-stream"}
+	ContentTypeJSON = []string{"application/json"}
+	acceptBoth      = []string{"application/json, text/event-stream"}
 )
 
 // roundTrip is c.HTTP.Do(req) without what Do adds that this client does
