@@ -17,11 +17,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/internal/aegisbin"
 	"github.com/aegis-gw/aegis/internal/syncbuf"
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/dynamo/dynamotest"
@@ -30,36 +30,12 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	dynamotest.Stop()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	aegisbin.Remove()
 	os.Exit(code)
 }
 
-var binDir string
-
-var buildAegis = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "aegis-bin-")
-	if err != nil {
-		return "", err
-	}
-	binDir = dir
-	bin := filepath.Join(dir, "aegis")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
 // aegisBin is the aegis binary built from this package.
-func aegisBin(t *testing.T) string {
-	t.Helper()
-	bin, err := buildAegis()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
+func aegisBin(t *testing.T) string { return aegisbin.Path(t) }
 
 // dynamoEnv is the environment that points aegis at e's tables.
 func dynamoEnv(e dynamotest.Env) []string {

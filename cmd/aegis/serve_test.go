@@ -22,10 +22,7 @@ import (
 // TestServeDemo runs the README's first command as a user would (the built
 // binary) and pastes the two curl commands it prints, as HTTP requests.
 func TestServeDemo(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "aegis")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := aegisBin(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/internal/aegisbin"
+
 	"github.com/aegis-gw/aegis/internal/matrix"
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/dynamo/dynamotest"
@@ -33,9 +35,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	dynamotest.Stop()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	aegisbin.Remove()
 	os.Exit(code)
 }
 

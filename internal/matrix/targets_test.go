@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/internal/aegisbin"
+
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/aegis-gw/aegis/internal/matrix"
@@ -171,33 +173,8 @@ func startGateway(t *testing.T, f *matrix.File, up string, w *idp) map[string]ta
 	return out
 }
 
-// The aegis binary, built once per test binary.
-var (
-	binDir     string
-	buildAegis = sync.OnceValues(func() (string, error) {
-		dir, err := os.MkdirTemp("", "aegis-matrix-bin-")
-		if err != nil {
-			return "", err
-		}
-		binDir = dir
-		bin := filepath.Join(dir, "aegis")
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/aegis")
-		cmd.Dir = filepath.Join("..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("go build ./cmd/aegis: %v\n%s", err, out)
-		}
-		return bin, nil
-	})
-)
-
-func aegisBin(t *testing.T) string {
-	t.Helper()
-	bin, err := buildAegis()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
+// aegisBin is the aegis binary, built once per test binary.
+func aegisBin(t *testing.T) string { return aegisbin.Path(t) }
 
 // motoSetup is held while a boundary writes its registry to moto_server
 // (the serve processes' start, the Lambda boundary's seed): dynamotest
