@@ -18,6 +18,28 @@ import (
 	"github.com/aegis-gw/aegis/shared/memstore"
 )
 
+// localServer is `aegis serve`'s handler (gateway at /, admin at /admin/)
+// over m, with o's other options (its Settings are the defaults in local
+// mode, its Logger discards).
+func localServer(t *testing.T, m *memstore.Store, o gateway.Options) *httptest.Server {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s := config.Defaults()
+	s.LocalMode = true
+	o.Settings, o.Logger = s, log
+	gw, err := gateway.New(m, &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := mountAdmin(gw, m, log, ops{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // startLocal is `aegis serve`'s handler (gateway at /, admin at /admin/)
 // over an empty embedded store, with the demo upstream beside it.
 func startLocal(t *testing.T, adminKey string) (*httptest.Server, *demo.Server) {
@@ -28,20 +50,7 @@ func startLocal(t *testing.T, adminKey string) (*httptest.Server, *demo.Server) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = up.Close() })
-	m := memstore.New()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := config.Defaults()
-	s.LocalMode = true
-	gw, err := gateway.New(m, &gateway.Options{Settings: s, Logger: log, Notifier: notifier(log)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _, err := mountAdmin(gw, m, log, ops{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	srv := localServer(t, memstore.New(), gateway.Options{Notifier: notifier(slog.New(slog.DiscardHandler))})
 	return srv, up
 }
 

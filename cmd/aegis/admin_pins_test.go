@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -19,7 +17,6 @@ import (
 
 	"github.com/aegis-gw/aegis/internal/testclock"
 	"github.com/aegis-gw/aegis/shared/admin"
-	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/content"
 	"github.com/aegis-gw/aegis/shared/gateway"
 	"github.com/aegis-gw/aegis/shared/memstore"
@@ -97,20 +94,7 @@ func TestAdminPinsReviewCLI(t *testing.T) {
 	t.Cleanup(upSrv.Close)
 
 	clock := testclock.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	m := memstore.New()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s := config.Defaults()
-	s.LocalMode = true
-	gw, err := gateway.New(m, &gateway.Options{Settings: s, Logger: log, Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _, err := mountAdmin(gw, m, log, ops{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	srv := localServer(t, memstore.New(), gateway.Options{Now: clock.Now})
 	u := "--url=" + srv.URL
 	ok := cliOK(t, u)
 	ok("tenants", "create", "acme", "--tier", "growth")
