@@ -229,6 +229,9 @@ func checkRecord(e matrix.Expect, rec audit.Record, layer refusal.Layer) []strin
 		if rec.Word != "" || rec.Slot != "" {
 			fail("record has word %q slot %q, want none (the upstream's own answer)", rec.Word, rec.Slot)
 		}
+		if a.Findings && len(rec.Findings) == 0 {
+			fail("record has no findings")
+		}
 		return errs
 	case e.Word != "":
 		if rec.Word != e.Word || rec.Code != e.Code {

@@ -9,14 +9,17 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/demo"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/schema"
 )
 
 // countedUpstream is a demo upstream behind a proxy that counts the
@@ -109,6 +112,7 @@ func TestInputValidation(t *testing.T) {
 			if strings.Contains(string(r.Raw), "AKIA") {
 				t.Fatalf("%s: the refusal echoes the arguments: %s", tc.name, r.Raw)
 			}
+			wantSchemaFinding(t, e.lastRecord(t), tc.keyword, audit.ActionBlocked)
 		}
 		if n := up.calls.Load(); n != 0 {
 			t.Fatalf("the upstream got %d tools/call for calls refused by their schema", n)
@@ -136,6 +140,13 @@ func TestInputValidation(t *testing.T) {
 				if n := up.calls.Load(); n != int64(i+1) {
 					t.Fatalf("%s: the upstream got %d tools/call, want %d", tc.name, n, i+1)
 				}
+				if mode == "monitor" {
+					wantSchemaFinding(t, e.lastRecord(t), tc.keyword, audit.ActionLogged)
+				} else if rec := e.lastRecord(t); slices.ContainsFunc(rec.Findings, func(f audit.Finding) bool { return f.Kind == schema.FindingKind }) {
+					// Other findings are the upstream's: its own validator's
+					// error names the AWS key id, and the result scan masks it.
+					t.Fatalf("%s: INPUT_VALIDATION=off recorded a schema finding: %+v", tc.name, rec.Findings)
+				}
 			}
 			logs := e.logs()
 			if strings.Contains(logs, "AKIA") {
@@ -161,5 +172,21 @@ func TestInputValidation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// wantSchemaFinding: rec holds the schema finding for keyword, with act,
+// and no other finding in the arguments (egress is off here).
+func wantSchemaFinding(t *testing.T, rec audit.Record, keyword, act string) {
+	t.Helper()
+	want := audit.Finding{At: audit.AtArguments, Kind: schema.FindingKind, Rule: keyword, Action: act}
+	var args []audit.Finding
+	for _, f := range rec.Findings {
+		if f.At == audit.AtArguments {
+			args = append(args, f)
+		}
+	}
+	if len(args) != 1 || args[0] != want {
+		t.Fatalf("audit findings %+v, want %+v", rec.Findings, want)
 	}
 }

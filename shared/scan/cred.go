@@ -27,11 +27,46 @@ func key(id, prefix string, minLen, maxLen int, ok func(byte) bool, valid func(b
 	return credRule{prefix: prefix, id: id, match: func(s string) (int, int) {
 		p := len(prefix)
 		n := runMax(s[p:], ok, maxLen+1)
-		if n < minLen || n > maxLen || !endsWord(s, p+n) || !valid(s[p:p+n]) {
+		if n < minLen || n > maxLen || !endsWord(s, p+n) || !varied(s[p:p+n]) || !valid(s[p:p+n]) {
 			return 0, 0
 		}
 		return 0, p + n
 	}}
+}
+
+// varied reports whether body holds at least four distinct bytes: a
+// placeholder ("ghp_xxxx...", "AKIAXXXXXXXXXXXXXXXX", "glpat-XXXX-XXXX")
+// does not, and a generated key of 16 bytes or more always does.
+func varied(body string) bool {
+	var seen [4]uint64
+	distinct := 0
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if seen[c>>6]&(1<<(c&63)) == 0 {
+			seen[c>>6] |= 1 << (c & 63)
+			if distinct++; distinct == 4 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// gitlabRoutable: GitLab's routable personal access token, "glpat-", a
+// base64url payload of 27 bytes or more, ".", then two and seven
+// characters of [0-9a-z] (its version and check).
+func gitlabRoutable(s string) (int, int) {
+	p := len("glpat-")
+	n := runMax(s[p:], isKeyByte, 301)
+	if n < 27 || n > 300 || p+n == len(s) || s[p+n] != '.' || !varied(s[p:p+n]) {
+		return 0, 0
+	}
+	q := p + n + 1
+	m := runMax(s[q:], func(c byte) bool { return isDigit(c) || c >= 'a' && c <= 'z' }, 10)
+	if m != 9 || !endsWord(s, q+m) {
+		return 0, 0
+	}
+	return 0, q + m
 }
 
 func anyBody(string) bool { return true }
@@ -54,6 +89,7 @@ var credRules = func() []credRule {
 	rules = append(rules,
 		key("github-fine-grained-pat", "github_pat_", 82, 82, func(c byte) bool { return isAlnum(c) || c == '_' }, anyBody),
 		key("google-api-key", "AIza", 35, 35, isKeyByte, fewWords),
+		credRule{prefix: "glpat-", id: "gitlab-pat", match: gitlabRoutable},
 		key("gitlab-pat", "glpat-", 20, 20, isKeyByte, fewWords),
 		key("gitlab-pat", "glpat-", 21, 256, isKeyByte, looksRandom),
 		key("npm-token", "npm_", 36, 36, isAlnum, looksRandom),

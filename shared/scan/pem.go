@@ -194,7 +194,7 @@ func pemSpace(s string, p, max int) (n, breaks int) {
 }
 
 // derSequence reports whether h starts a DER SEQUENCE whose header and
-// contents are size bytes long.
+// contents are at least size bytes long.
 func derSequence(h []byte, size int) bool {
 	if len(h) < 2 || h[0] != 0x30 {
 		return false
@@ -211,7 +211,9 @@ func derSequence(h []byte, size int) bool {
 		}
 		hdr += k
 	}
-	return hdr+n == size
+	// A body shorter than its SEQUENCE says is a truncated key: still key
+	// material. One longer is not one DER value.
+	return hdr+n >= size
 }
 
 // pgpSecretKey reports whether h starts with an OpenPGP packet header

@@ -30,6 +30,9 @@ func TestScan(t *testing.T) {
 			"credential aws-access-key-id /a AKIAIOSFODNN7EXAMPLE", "credential aws-secret-access-key /a wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}},
 		{"secret assignment", `{"a":"password=Xk9#mP2vLq8z"}`, []string{"credential secret-assignment /a Xk9#mP2vLq8z"}},
 		{"secret member", `{"api_key":"Zx8Qp2Lm9Rt4Vb7N"}`, []string{"credential secret-assignment /api_key Zx8Qp2Lm9Rt4Vb7N"}},
+		{"gitlab routable token", `{"a":"token glpat-Q3h8Zk2pLm9Xv4Rt7Bn1Cw6Yd5Fs0Ga.01a2b3c4d."}`, []string{"credential gitlab-pat /a glpat-Q3h8Zk2pLm9Xv4Rt7Bn1Cw6Yd5Fs0Ga.01a2b3c4d"}},
+		{"truncated pem key", `{"a":"-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIHe3CERN421P+Ap3yz1W\n-----END PRIVATE KEY-----"}`, []string{"credential pem-private-key /a MC4CAQAwBQYDK2VwBCIEIHe3CERN421P+Ap3yz1W"}},
+		{"placeholders", `{"a":"ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx AKIAXXXXXXXXXXXXXXXX glpat-XXXXXXXXXXX-XXXXXXXX AIzaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}`, nil},
 		{"pointer escapes", `{"a/b~c":"4111111111111111"}`, []string{"card card-luhn /a~1b~0c 4111111111111111"}},
 		{"nothing", `{"id":"123e4567-e89b-12d3-a456-426614174000","u":"user@example","o":"@Override","v":"v1.2.3","t":"2026-11-30T09:00:00Z","n":1700000000004,"p":"123-456-7890","s":"000-12-3456"}`, nil},
 	}

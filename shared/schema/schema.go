@@ -5,7 +5,8 @@
 // github.com/santhosh-tekuri/jsonschema/v6, and in Block mode refuses a call
 // that fails it with -32602, error.data carrying the JSON pointer and the
 // keyword of the first violation (refusal.Schema); in Monitor mode it logs
-// the same at WARN and lets the call on. INPUT_VALIDATION=off builds no
+// the same at WARN and lets the call on. Either way the call's audit record
+// gets a finding of kind FindingKind. INPUT_VALIDATION=off builds no
 // check.
 //
 // The contract:
@@ -44,6 +45,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -66,6 +68,12 @@ type Options struct {
 	// NewCache(DefaultMaxEntries, DefaultMaxBytes).
 	Cache *Cache
 }
+
+// FindingKind is the audit finding's kind for arguments that fail their
+// tool's inputSchema; its rule is the failing keyword ("required",
+// "type", ...). The pointer is in the refusal's data (block) and the log
+// (monitor), not in the record.
+const FindingKind = "schema"
 
 // Check is the INPUT_VALIDATION check. It is safe for concurrent use.
 type Check struct {
@@ -134,10 +142,12 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	}
 	pointer, keyword := first(ve, v, e.names)
 	if k.mode == Monitor {
+		c.Found(audit.Finding{At: audit.AtArguments, Kind: FindingKind, Rule: keyword, Action: audit.ActionLogged})
 		k.log.WarnContext(ctx, "arguments fail the tool's inputSchema (INPUT_VALIDATION=monitor: let through)",
 			append(k.attrs(c), "pointer", pointer, "keyword", keyword)...)
 		return nil
 	}
+	c.Found(audit.Finding{At: audit.AtArguments, Kind: FindingKind, Rule: keyword, Action: audit.ActionBlocked})
 	return refusal.Schema(pointer, keyword)
 }
 

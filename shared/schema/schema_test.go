@@ -10,11 +10,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
@@ -119,11 +121,23 @@ func TestCheck(t *testing.T) {
 		for _, mode := range []Mode{Block, Monitor} {
 			t.Run(tc.name+modeName(mode), func(t *testing.T) {
 				k, lb := newCheck(mode)
-				err := k.Check(context.Background(), toolCall(tc.schema, tc.args))
+				call := toolCall(tc.schema, tc.args)
+				err := k.Check(context.Background(), call)
 				if tc.wantKw == "" || mode == Monitor {
 					if err != nil {
 						t.Fatalf("refused: %v", err)
 					}
+				}
+				wantFound := []audit.Finding(nil)
+				if tc.wantKw != "" {
+					act := audit.ActionBlocked
+					if mode == Monitor {
+						act = audit.ActionLogged
+					}
+					wantFound = []audit.Finding{{At: audit.AtArguments, Kind: FindingKind, Rule: tc.wantKw, Action: act}}
+				}
+				if !slices.Equal(call.Findings, wantFound) {
+					t.Fatalf("audit findings %+v, want %+v", call.Findings, wantFound)
 				}
 				if tc.wantKw == "" {
 					if strings.Contains(lb.String(), "arguments fail") {
