@@ -8,6 +8,7 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // String is one JSON string (or, with Number set, one number) met by Walk.
@@ -492,40 +493,55 @@ func HexVal(c byte) (byte, bool) {
 // AppendEscaped appends s as the content of a JSON string (without the
 // quotes): '"', '\', control characters, U+2028 and U+2029 are escaped,
 // invalid UTF-8 becomes \ufffd, everything else is kept as it is (no HTML
-// escaping). The result decodes back to s when s is valid UTF-8.
+// escaping): what log/slog's JSON handler writes. The result decodes back
+// to s when s is valid UTF-8. s is only read.
 func AppendEscaped(dst, s []byte) []byte {
 	const hexDigits = "0123456789abcdef"
+	start := 0 // s[start:i] is kept as it is
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\':
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
 				dst = append(dst, '\\', c)
-			case c == '\n':
+			case '\n':
 				dst = append(dst, `\n`...)
-			case c == '\r':
+			case '\r':
 				dst = append(dst, `\r`...)
-			case c == '\t':
+			case '\t':
 				dst = append(dst, `\t`...)
-			case c < 0x20:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			default:
-				dst = append(dst, c)
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}
 			i++
+			start = i
 			continue
 		}
 		r, n := utf8.DecodeRune(s[i:])
 		switch {
 		case r == utf8.RuneError && n == 1:
+			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
 		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\u202`...)
 			dst = append(dst, hexDigits[r&0xf])
 		default:
-			dst = append(dst, s[i:i+n]...)
+			i += n
+			continue
 		}
 		i += n
+		start = i
 	}
-	return dst
+	return append(dst, s[start:]...)
+}
+
+// AppendEscapedString is AppendEscaped for a string, without copying it.
+func AppendEscapedString(dst []byte, s string) []byte {
+	return AppendEscaped(dst, unsafe.Slice(unsafe.StringData(s), len(s))) // read only
 }

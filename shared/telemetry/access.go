@@ -8,11 +8,11 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/correlation"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/scan"
 )
 
 // The access log: one JSON line per HTTP request (AccessLog), written
@@ -176,63 +176,14 @@ var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b 
 const maxPooledLine = 4 << 10
 
 // appendField appends ,"key":"val" with val escaped as slog's JSON handler
-// escapes a string (quotes, backslashes and C0 controls; invalid UTF-8 as
-// U+FFFD; U+2028 and U+2029 as \u escapes). key is one of ours, plain
-// ASCII. What else a terminal could act on is escaped by Lines.Write.
+// escapes a string (scan.AppendEscaped). key is one of ours, plain ASCII.
+// What else a terminal could act on is escaped by Lines.Write.
 func appendField(b []byte, key, val string) []byte {
 	b = append(b, `,"`...)
 	b = append(b, key...)
 	b = append(b, `":"`...)
-	b = appendJSONString(b, val)
+	b = scan.AppendEscapedString(b, val)
 	return append(b, '"')
-}
-
-const hexDigits = "0123456789abcdef"
-
-func appendJSONString(b []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += n
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += n
-			start = i
-			continue
-		}
-		i += n
-	}
-	return append(b, s[start:]...)
 }
 
 // frameCode reads a JSON-RPC error's code and aegis word from the start of
