@@ -34,9 +34,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// aegisBin is the aegis binary built from this package.
-func aegisBin(t *testing.T) string { return aegisbin.Path(t) }
-
 // dynamoEnv is the environment that points aegis at e's tables.
 func dynamoEnv(e dynamotest.Env) []string {
 	return []string{
@@ -69,7 +66,7 @@ func startServe(t *testing.T, env []string, args ...string) *serveProc {
 	addr := ln.Addr().String()
 	ln.Close()
 	p := &serveProc{base: "http://" + addr, stderr: &syncbuf.Buffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(aegisBin(t), append([]string{"serve", "--addr", addr}, args...)...)
+	p.cmd = exec.Command(aegisbin.Path(t), append([]string{"serve", "--addr", addr}, args...)...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = p.stderr
 	stdout, err := p.cmd.StdoutPipe()

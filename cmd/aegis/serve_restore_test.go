@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/aegis-gw/aegis/internal/aegisbin"
 	"github.com/aegis-gw/aegis/shared/demo"
 	"github.com/aegis-gw/aegis/shared/dynamo"
 	"github.com/aegis-gw/aegis/shared/dynamo/dynamotest"
@@ -50,7 +51,7 @@ func TestServeRestoresRegistryAfterTablesLost(t *testing.T) {
 			t.Fatalf("delete %s: %v", name, err)
 		}
 	}
-	ct := exec.Command(aegisBin(t), "admin", "create-tables")
+	ct := exec.Command(aegisbin.Path(t), "admin", "create-tables")
 	ct.Env = append(os.Environ(), env...)
 	if out, err := ct.CombinedOutput(); err != nil {
 		t.Fatalf("aegis admin create-tables: %v\n%s", err, out)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/internal/aegisbin"
 	"github.com/aegis-gw/aegis/internal/syncbuf"
 	"github.com/aegis-gw/aegis/shared/telemetry"
 )
@@ -22,7 +23,7 @@ import (
 // TestServeDemo runs the README's first command as a user would (the built
 // binary) and pastes the two curl commands it prints, as HTTP requests.
 func TestServeDemo(t *testing.T) {
-	bin := aegisBin(t)
+	bin := aegisbin.Path(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

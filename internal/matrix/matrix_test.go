@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/internal/aegisbin"
-
 	"github.com/aegis-gw/aegis/internal/matrix"
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/dynamo/dynamotest"

@@ -24,10 +24,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aegis-gw/aegis/internal/aegisbin"
-
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/aegis-gw/aegis/internal/aegisbin"
 	"github.com/aegis-gw/aegis/internal/matrix"
 	"github.com/aegis-gw/aegis/internal/syncbuf"
 	"github.com/aegis-gw/aegis/shared/admin"
@@ -173,9 +172,6 @@ func startGateway(t *testing.T, f *matrix.File, up string, w *idp) map[string]ta
 	return out
 }
 
-// aegisBin is the aegis binary, built once per test binary.
-func aegisBin(t *testing.T) string { return aegisbin.Path(t) }
-
 // motoSetup is held while a boundary writes its registry to moto_server
 // (the serve processes' start, the Lambda boundary's seed): dynamotest
 // passes one request at a time to moto_server, and two boundaries seeding
@@ -193,7 +189,7 @@ func startServe(t *testing.T, f *matrix.File, up string, w *idp, dynamodb bool) 
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "aegis.yaml")
 	must(t, os.WriteFile(cfg, configFile(t, f, up, w), 0o600))
-	bin := aegisBin(t)
+	bin := aegisbin.Path(t)
 	out := map[string]target{}
 	for _, p := range profiles {
 		env := []string{"AEGIS_ADMIN_KEY=" + adminKey, "AEGIS_PARAMS_KEY_FILE=" + filepath.Join(dir, "params-"+p+".key"), "HOME=" + dir, "SSL_CERT_FILE=" + w.cert}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/internal/aegisbin"
 	"github.com/aegis-gw/aegis/internal/matrix"
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -130,7 +131,7 @@ func runOnce(t *testing.T, bin, policy string, input []byte, wrapped bool) (wrap
 
 // runWrap runs the wrap rows.
 func runWrap(t *testing.T, rows []matrix.Row, set func(string, matrix.Boundary, matrix.Cell)) {
-	bin := aegisBin(t)
+	bin := aegisbin.Path(t)
 	for _, r := range rows {
 		t.Run(r.ID, func(t *testing.T) {
 			errs := wrapRow(t, bin, r)
