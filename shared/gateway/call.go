@@ -131,7 +131,7 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 		}
 		c.Finish(o)
 	}
-	st := &settler{parent: ctx, inline: c.Inline}
+	st := &settler{parent: ctx, call: c}
 	defer st.stop()
 	defer func() {
 		// Finishing and writing the audit record are independent store
@@ -222,20 +222,14 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 // use, shared by all of them.
 type settler struct {
 	parent context.Context
-	// inline: every store is in this process (pipeline.Call.Inline), where
-	// no write waits on a network: no deadline, and no timer per call.
-	inline bool
+	call   *pipeline.Call // its SettleContext
 	c      context.Context
 	cancel context.CancelFunc
 }
 
 func (s *settler) ctx() context.Context {
-	switch {
-	case s.c != nil:
-	case s.inline:
-		s.c = context.WithoutCancel(s.parent)
-	default:
-		s.c, s.cancel = context.WithTimeout(context.WithoutCancel(s.parent), SettleTimeout)
+	if s.c == nil {
+		s.c, s.cancel = s.call.SettleContext(s.parent, SettleTimeout)
 	}
 	return s.c
 }

@@ -559,7 +559,7 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 // whether or not the upstream saw the request. Decided requests are
 // recorded by decided.
 func (g *Gateway) auditRefusal(ctx context.Context, c *pipeline.Call, err error, slot string) {
-	st := &settler{parent: ctx, inline: c.Inline}
+	st := &settler{parent: ctx, call: c}
 	defer st.stop()
 	o, code, word := audit.OutcomeRefused, int(refusal.CodeInternal), string(refusal.InternalError)
 	var ref *refusal.Refusal

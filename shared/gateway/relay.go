@@ -113,7 +113,7 @@ func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *ht
 		return
 	}
 	c.Server = &servers[0]
-	st := &settler{parent: ctx, inline: c.Inline}
+	st := &settler{parent: ctx, call: c}
 	defer st.stop()
 	err = g.pipe.Run(ctx, c)
 	var ref *refusal.Refusal

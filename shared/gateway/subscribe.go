@@ -97,7 +97,7 @@ func (g *Gateway) subscribe(ctx context.Context, w http.ResponseWriter, ep endpo
 	}
 	defer release()
 	out := ep.out
-	st := &settler{parent: ctx, inline: c.Inline}
+	st := &settler{parent: ctx, call: c}
 	defer st.stop()
 	defer func() { g.audit(st.ctx(), c, audit.OutcomeAllowed, 0, "", "", "") }()
 	ack := func(f filter) {

@@ -151,6 +151,18 @@ func (c *Call) Async(fn func()) (wait func()) {
 	return func() { <-done }
 }
 
+// SettleContext is parent without its cancellation, for the store writes
+// that settle a call once it has been answered, with deadline d: none
+// when c.Inline (an in-process store waits on no network: no deadline and
+// no timer per call; cancel is then a no-op).
+func (c *Call) SettleContext(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx := context.WithoutCancel(parent)
+	if c.Inline {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
 // OnDone registers fn to run once the call has ended (after the upstream
 // answer or a later refusal), e.g. to release a lease or record a breaker
 // result. Functions run in reverse order of registration.

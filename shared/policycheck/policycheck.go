@@ -271,19 +271,14 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 	}
 	c.PolicyApproval = v.Held()
 	use := session.Use{At: req.Now, ToolCall: req.Method == policy.MethodToolsCall && !res.reserved.Load(), Step: step.N, Declared: step.Declared}
-	tenant, id, inline := c.Tenant.ID, c.SessionID, c.Inline
+	tenant, id := c.Tenant.ID, c.SessionID
 	c.OnDoneAsync(func(o audit.Outcome) {
 		if o == audit.OutcomeRefused || res.undone.Load() || id == "" {
 			return // never sent: it spends nothing and keeps nothing alive
 		}
 		// Finish runs on the gateway's settling path, after the answer.
-		// An in-process store waits on no network: no deadline, no timer.
-		cctx := context.WithoutCancel(ctx)
-		if !inline {
-			var cancel context.CancelFunc
-			cctx, cancel = context.WithTimeout(cctx, countTimeout)
-			defer cancel()
-		}
+		cctx, cancel := c.SettleContext(ctx, countTimeout)
+		defer cancel()
 		if err := k.counter.Count(cctx, tenant, id, use); err != nil && !errors.Is(err, store.ErrNotFound) {
 			k.o.Logger.WarnContext(ctx, "session manifest counters not updated", "tenant", tenant, "correlation_id", c.CorrelationID, "err", err)
 		}
