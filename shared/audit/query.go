@@ -6,12 +6,15 @@ import (
 	"errors"
 	"io"
 	"sync"
+
+	"github.com/aegis-gw/aegis/shared/timefmt"
 )
 
 // SortTimeLayout is the fixed-width UTC time layout that both stores put at
 // the front of a record's sort key, so that byte order is time order and a
 // [From, To) range is one key-range read.
-const SortTimeLayout = "2006-01-02T15:04:05.000000000Z"
+// timefmt.AppendSortTime writes it per record.
+const SortTimeLayout = timefmt.SortLayout
 
 // Page sizes of Query.
 const (

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/timefmt"
 )
 
 // DefaultAuditRetention is how long audit records are kept unless
@@ -113,7 +114,7 @@ func (a *auditLog) clock() (time.Time, time.Duration) {
 // auditSortKey orders records by time, then by arrival.
 func auditSortKey(t time.Time, seq int64) string {
 	var buf [64]byte
-	b := t.UTC().AppendFormat(buf[:0], audit.SortTimeLayout)
+	b := timefmt.AppendSortTime(buf[:0], t)
 	b = append(b, '#')
 	return string(strconv.AppendInt(b, 1e15+seq, 10))
 }

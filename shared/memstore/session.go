@@ -11,7 +11,13 @@ import (
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
-func sessionKey(tenant, id string) string { return tenant + "\x00" + id }
+func sessionKey(tenant, id string) string { return string(appendSessionKey(nil, tenant, id)) }
+
+// appendSessionKey appends sessionKey(tenant, id) to b: a lookup builds it
+// on the stack (m[string(b)] does not allocate).
+func appendSessionKey(b []byte, tenant, id string) []byte {
+	return append(append(append(b, tenant...), 0), id...)
+}
 
 // sessionTable is the gateway sessions, under Store.mu: a map, and a list
 // of the same entries from the least recently seen to the most (Create and
@@ -126,15 +132,17 @@ func (s *Store) Touch(_ context.Context, tenant, id string, now time.Time, l ses
 	if now.After(t.now) {
 		t.now = now
 	}
-	e, ok := t.m[sessionKey(tenant, id)]
+	var kb [256]byte
+	e, ok := t.m[string(appendSessionKey(kb[:0], tenant, id))]
 	if !ok || l.Expired(e.rec, now) {
 		return session.Record{}, store.ErrNotFound
 	}
 	e.rec.LastSeen = now
 	t.lru.MoveToBack(e.elem)
-	r := e.rec
-	r.Upstream = maps.Clone(r.Upstream)
-	return r, nil
+	// The record's Upstream map is shared, not copied: SetUpstream puts a
+	// new map in its place rather than changing it, and no caller writes
+	// to it (a session.Record's maps are read-only to its holders).
+	return e.rec, nil
 }
 
 // SetUpstream implements session.Store. An upstream session over
@@ -156,14 +164,19 @@ func (s *Store) SetUpstream(_ context.Context, tenant, id, server, upstreamID st
 		return store.ErrNotFound
 	}
 	r := &e.rec
-	if r.Upstream == nil {
-		r.Upstream = map[string]string{}
+	// A new map, never the kept one changed: Touch hands the kept map out
+	// without a copy (a call's read, once per call; this write is once per
+	// upstream session).
+	up := make(map[string]string, len(r.Upstream)+1)
+	for k, v := range r.Upstream {
+		if k != server {
+			up[k] = v
+		}
 	}
-	if upstreamID == "" {
-		delete(r.Upstream, server)
-	} else {
-		r.Upstream[server] = upstreamID
+	if upstreamID != "" {
+		up[server] = upstreamID
 	}
+	r.Upstream = up
 	t.bytes -= e.size
 	e.size = sessionSize(e.key, *r)
 	t.bytes += e.size

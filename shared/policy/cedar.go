@@ -120,6 +120,7 @@ type entityCache struct {
 }
 
 type cachedEntities struct {
+	key                         string // the entry's key in the map, handed back on a hit
 	principal, action, resource types.EntityUID
 	em                          types.EntityMap
 	// The verdict on these entities, once decided, for a request whose
@@ -133,38 +134,38 @@ type cachedEntities struct {
 // for req ("" when req is not cached), and verdict, decided the verdict
 // kept for it (see cachedEntities).
 func (l *cedarLayer) entitiesCached(req *Request, r reads) (principal, action, resource types.EntityUID, em types.EntityMap, key string, verdict Verdict, decided bool) {
-	var b strings.Builder
-	for _, s := range []string{req.Tenant, req.Caller.ID, req.Caller.KeyID, req.Method, req.Server, req.Tool, req.Prompt, req.ResourceURI} {
-		b.WriteString(s)
-		b.WriteByte(0)
+	// The key is built in a buffer on the stack and looked up without
+	// being made a string (m[string(b)] does not allocate); a cached
+	// entry gives back its own copy. Only a miss allocates the key.
+	var room [512]byte
+	b := room[:0]
+	for _, s := range [...]string{req.Tenant, req.Caller.ID, req.Caller.KeyID, req.Method, req.Server, req.Tool, req.Prompt, req.ResourceURI} {
+		b = append(append(b, s...), 0)
 	}
 	for _, role := range req.Caller.Roles {
-		b.WriteString(role)
-		b.WriteByte(1)
+		b = append(append(b, role...), 1)
 	}
-	b.WriteByte(3)
-	b.Write(req.Caller.Claims)
+	b = append(append(b, 3), req.Caller.Claims...)
 	if r&readsAnnotations != 0 {
-		b.WriteByte(2)
-		b.Write(req.Annotations)
+		b = append(append(b, 2), req.Annotations...)
 	}
-	key = b.String()
 	c := &l.ents
 	c.mu.Lock()
-	e, ok := c.m[key]
+	e, ok := c.m[string(b)]
 	c.mu.Unlock()
 	if ok {
-		return e.principal, e.action, e.resource, e.em, key, e.verdict, e.decided
+		return e.principal, e.action, e.resource, e.em, e.key, e.verdict, e.decided
 	}
 	principal, action, resource, em = entitiesOf(req, r)
-	if len(key) > maxCachedKeyBytes {
+	if len(b) > maxCachedKeyBytes {
 		return principal, action, resource, em, "", Verdict{}, false
 	}
+	key = string(b)
 	c.mu.Lock()
 	if c.m == nil || len(c.m) >= maxCachedEntities {
 		c.m = make(map[string]cachedEntities)
 	}
-	c.m[key] = cachedEntities{principal: principal, action: action, resource: resource, em: em}
+	c.m[key] = cachedEntities{key: key, principal: principal, action: action, resource: resource, em: em}
 	c.mu.Unlock()
 	return principal, action, resource, em, key, Verdict{}, false
 }

@@ -8,7 +8,9 @@ import (
 	"time"
 )
 
-// Record is one gateway session.
+// Record is one gateway session. A Record a Store returns may share its
+// Upstream map with the store: read it, never write to it (SetUpstream
+// changes it).
 type Record struct {
 	ID       string            `json:"id"`
 	Tenant   string            `json:"tenant"`

@@ -13,6 +13,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/correlation"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/scan"
+	"github.com/aegis-gw/aegis/shared/timefmt"
 )
 
 // The access log: one JSON line per HTTP request (AccessLog), written
@@ -132,7 +133,7 @@ func AccessLog(next http.Handler, lines *Lines, now func() time.Time) http.Handl
 		end := now()
 		bp := linePool.Get().(*[]byte)
 		b := append((*bp)[:0], `{"time":"`...)
-		b = end.AppendFormat(b, time.RFC3339Nano)
+		b = timefmt.AppendRFC3339Nano(b, end)
 		b = append(b, `","level":"INFO","msg":"request"`...)
 		b = appendField(b, "method", r.Method)
 		b = appendField(b, "path", path)

@@ -4,6 +4,11 @@
 // give throughput and p50/p99 latency. With -pid it reads the CPU time
 // (user+system, /proc/PID/stat) that process spent during the recorded
 // phase and reports it per 10,000 calls. Output: one JSON line.
+//
+// With several -target flags the targets take turns of -chunk recorded
+// calls each (one JSON line per target at the end), so that the noise of a
+// shared host is spread over all of them rather than landing on whichever
+// ran in a slow minute.
 package main
 
 import (
@@ -37,33 +42,64 @@ type result struct {
 	ProtocolSeen string  `json:"protocol"`
 }
 
+// target is one endpoint under load: its sessions, and what its
+// recorded calls measured.
+type target struct {
+	label, url, key string
+	pid             int
+	sessions        []string
+	proto           string
+	lat             []time.Duration
+	elapsed         time.Duration
+	errs            atomic.Int64
+	cpu0            float64
+}
+
 func main() {
-	url := flag.String("url", "", "MCP endpoint")
-	key := flag.String("key", "", "bearer token (aegis)")
+	url := flag.String("url", "", "MCP endpoint (one target; or -target)")
+	key := flag.String("key", "", "bearer token (aegis), for -url")
 	conc := flag.Int("c", 1, "concurrency (workers, one session each)")
-	n := flag.Int("n", 20000, "recorded calls")
-	warm := flag.Int("warmup", 2000, "warm-up calls")
+	n := flag.Int("n", 20000, "recorded calls (per target)")
+	warm := flag.Int("warmup", 2000, "warm-up calls (per target)")
+	chunk := flag.Int("chunk", 0, "with several targets, recorded calls per turn (0: n, one turn each)")
 	tool := flag.String("tool", "test_simple_text", "tool to call")
 	args := flag.String("args", `{}`, "tool arguments (JSON object)")
-	pid := flag.Int("pid", 0, "process whose CPU time is measured")
-	label := flag.String("label", "", "label for the output")
+	pid := flag.Int("pid", 0, "process whose CPU time is measured, for -url")
+	label := flag.String("label", "", "label for the output, for -url")
+	var targets []*target
+	flag.Func("target", "label=URL[,pid=N][,key=TOKEN], repeatable: the targets take turns", func(v string) error {
+		t, err := parseTarget(v)
+		targets = append(targets, t)
+		return err
+	})
 	flag.Parse()
+	if *url != "" {
+		targets = append(targets, &target{label: *label, url: *url, key: *key, pid: *pid})
+	}
+	if len(targets) == 0 {
+		log.Fatal("no target: give -url or -target")
+	}
+	if *chunk <= 0 || *chunk > *n {
+		*chunk = *n
+	}
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256}}
-	sessions := make([]string, *conc)
-	var proto string
-	for i := range sessions {
-		s, p, err := initialize(client, *url, *key)
-		if err != nil {
-			log.Fatalf("initialize: %v", err)
+	for _, t := range targets {
+		t.sessions = make([]string, *conc)
+		for i := range t.sessions {
+			s, p, err := initialize(client, t.url, t.key)
+			if err != nil {
+				log.Fatalf("%s: initialize: %v", t.label, err)
+			}
+			t.sessions[i], t.proto = s, p
 		}
-		sessions[i], proto = s, p
 	}
 	body := func(id int64) []byte {
 		return []byte(`{"jsonrpc":"2.0","id":` + strconv.FormatInt(id, 10) + `,"method":"tools/call","params":{"name":"` + *tool + `","arguments":` + *args + `}}`)
 	}
-	var errs atomic.Int64
-	run := func(total int, record bool) ([]time.Duration, time.Duration) {
+	// run sends total calls to t from its workers and returns their
+	// latencies and the time they took.
+	run := func(t *target, total int, first int64) ([]time.Duration, time.Duration) {
 		var next atomic.Int64
 		lat := make([]time.Duration, total)
 		var wg sync.WaitGroup
@@ -77,38 +113,84 @@ func main() {
 					if i >= int64(total) {
 						return
 					}
-					t := time.Now()
-					if err := call(client, *url, *key, sess, proto, body(i+10)); err != nil {
-						errs.Add(1)
-						if errs.Load() < 5 {
-							log.Printf("call: %v", err)
+					s := time.Now()
+					if err := call(client, t.url, t.key, sess, t.proto, body(first+i)); err != nil {
+						if t.errs.Add(1) < 5 {
+							log.Printf("%s: call: %v", t.label, err)
 						}
 					}
-					lat[i] = time.Since(t)
+					lat[i] = time.Since(s)
 				}
-			}(sessions[w])
+			}(t.sessions[w])
 		}
 		wg.Wait()
 		return lat, time.Since(start)
 	}
-	run(*warm, false)
-	errs.Store(0)
-	cpu0 := cpuSeconds(*pid)
-	lat, elapsed := run(*n, true)
-	cpu1 := cpuSeconds(*pid)
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	r := result{
-		Label: *label, Concurrency: *conc, Calls: *n, Seconds: elapsed.Seconds(),
-		Throughput: float64(*n) / elapsed.Seconds(),
-		P50ms:      ms(lat[len(lat)/2]), P99ms: ms(lat[len(lat)*99/100]),
-		Errors: errs.Load(), ProtocolSeen: proto,
+	for _, t := range targets {
+		run(t, *warm, 10)
+		t.errs.Store(0)
 	}
-	if *pid > 0 {
-		r.CPUPer10k = (cpu1 - cpu0) * 10000 / float64(*n)
-		r.ProxyRSSMB = rssMB(*pid)
+	// The targets take turns of chunk calls, each turn starting with the
+	// next target, so that a slow minute of a shared host lands on all of
+	// them. A process's CPU time is read before its first turn and after
+	// the last turn of all: the work it does after a turn (a batched
+	// write, a background read) is counted, and so is anything it spends
+	// while the others run (an idle gateway spends none).
+	for _, t := range targets {
+		t.cpu0 = cpuSeconds(t.pid)
 	}
-	b, _ := json.Marshal(r)
-	fmt.Println(string(b))
+	for turn, done := 0, 0; done < *n; turn++ {
+		size := min(*chunk, *n-done)
+		for j := range targets {
+			t := targets[(turn+j)%len(targets)]
+			lat, el := run(t, size, int64(*warm+10+done))
+			t.lat = append(t.lat, lat...)
+			t.elapsed += el
+		}
+		done += size
+	}
+	for _, t := range targets {
+		cpu1 := cpuSeconds(t.pid)
+		sort.Slice(t.lat, func(i, j int) bool { return t.lat[i] < t.lat[j] })
+		r := result{
+			Label: t.label, Concurrency: *conc, Calls: *n, Seconds: t.elapsed.Seconds(),
+			Throughput: float64(*n) / t.elapsed.Seconds(),
+			P50ms:      ms(t.lat[len(t.lat)/2]), P99ms: ms(t.lat[len(t.lat)*99/100]),
+			Errors: t.errs.Load(), ProtocolSeen: t.proto,
+		}
+		if t.pid > 0 {
+			r.CPUPer10k = (cpu1 - t.cpu0) * 10000 / float64(*n)
+			r.ProxyRSSMB = rssMB(t.pid)
+		}
+		b, _ := json.Marshal(r)
+		fmt.Println(string(b))
+	}
+}
+
+// parseTarget reads label=URL[,pid=N][,key=TOKEN].
+func parseTarget(v string) (*target, error) {
+	label, rest, ok := strings.Cut(v, "=")
+	if !ok || label == "" {
+		return nil, fmt.Errorf("target %q: want label=URL[,pid=N][,key=TOKEN]", v)
+	}
+	parts := strings.Split(rest, ",")
+	t := &target{label: label, url: parts[0]}
+	for _, p := range parts[1:] {
+		k, val, _ := strings.Cut(p, "=")
+		switch k {
+		case "pid":
+			n, err := strconv.Atoi(val)
+			if err != nil {
+				return nil, fmt.Errorf("target %s: pid %q is not a number", label, val)
+			}
+			t.pid = n
+		case "key":
+			t.key = val
+		default:
+			return nil, fmt.Errorf("target %s: unknown field %q (want pid or key)", label, k)
+		}
+	}
+	return t, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
