@@ -45,11 +45,22 @@ func (t *tenantAudit) live() []auditRec { return t.recs[t.head:] }
 
 // insert puts rec in sort-key order: at the end, unless a record written
 // at the same time by another call sorts after it.
+//
+// lateSteps is how far back it looks one record at a time before it
+// searches.
+const lateSteps = 16
+
 func (t *tenantAudit) insert(rec auditRec) {
 	l := t.live()
 	i := len(l)
-	if i > 0 && l[i-1].sk > rec.sk {
-		i = sort.Search(len(l), func(j int) bool { return l[j].sk > rec.sk })
+	// A record is late by at most the calls in flight beside it: look
+	// back a few places first, then search the rest.
+	for back := 0; i > 0 && l[i-1].sk > rec.sk; back++ {
+		if back == lateSteps {
+			i = sort.Search(i, func(j int) bool { return l[j].sk > rec.sk })
+			break
+		}
+		i--
 	}
 	if len(t.recs) == cap(t.recs) && t.head > 0 {
 		n := len(l)

@@ -39,8 +39,8 @@ func TestAuditIsBounded(t *testing.T) {
 	}
 }
 
-// TestAuditKeepsOrderAcrossReuse: records written slightly out of time
-// order, over many times the bound (so the log's array is reused and
+// TestAuditKeepsOrderAcrossReuse: records written out of time order (a
+// few places, and more than lateSteps), over many times the bound (so the log's array is reused and
 // grown many times), come back as the newest bound records in sort order,
 // each once: the same as sorting everything and keeping the tail.
 func TestAuditKeepsOrderAcrossReuse(t *testing.T) {
@@ -51,8 +51,11 @@ func TestAuditKeepsOrderAcrossReuse(t *testing.T) {
 	var want []time.Time
 	for i := 0; i < 2000; i++ {
 		at := now.Add(time.Duration(i) * time.Millisecond)
-		if i%7 == 3 {
+		switch {
+		case i%7 == 3:
 			at = at.Add(-3 * time.Millisecond) // late arrival of an earlier call
+		case i%50 == 17:
+			at = at.Add(-40 * time.Millisecond) // later than lateSteps places: found by search
 		}
 		want = append(want, at)
 		if err := s.Write(ctx, audit.Record{Tenant: "a", Time: at, Outcome: "allowed", Tool: at.Format(time.RFC3339Nano)}); err != nil {
