@@ -43,18 +43,15 @@ type tenantAudit struct {
 
 func (t *tenantAudit) live() []auditRec { return t.recs[t.head:] }
 
-// insert puts rec in sort-key order: at the end, unless a record written
-// at the same time by another call sorts after it.
-//
-// lateSteps is how far back it looks one record at a time before it
-// searches.
+// lateSteps is how far back insert looks one record at a time before it
+// searches: a record is late by at most the calls in flight beside it.
 const lateSteps = 16
 
+// insert puts rec in sort-key order: at the end, unless a record written
+// at the same time by another call sorts after it.
 func (t *tenantAudit) insert(rec auditRec) {
 	l := t.live()
 	i := len(l)
-	// A record is late by at most the calls in flight beside it: look
-	// back a few places first, then search the rest.
 	for back := 0; i > 0 && l[i-1].sk > rec.sk; back++ {
 		if back == lateSteps {
 			i = sort.Search(i, func(j int) bool { return l[j].sk > rec.sk })

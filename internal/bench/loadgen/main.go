@@ -69,8 +69,11 @@ func main() {
 	var targets []*target
 	flag.Func("target", "label=URL[,pid=N][,key=TOKEN], repeatable: the targets take turns", func(v string) error {
 		t, err := parseTarget(v)
+		if err != nil {
+			return err
+		}
 		targets = append(targets, t)
-		return err
+		return nil
 	})
 	flag.Parse()
 	if *url != "" {
