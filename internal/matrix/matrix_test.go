@@ -220,6 +220,8 @@ func runRow(ctx context.Context, tg target, r matrix.Row, token string) []string
 		hdr.Set("Authorization", "Bearer "+badKey(r.Tenant()))
 	case "token":
 		hdr.Set("Authorization", "Bearer "+token)
+		hdr.Set("Host", resourceHost) // the resource its aud names
+		hdr.Set("X-Forwarded-Proto", "https")
 	case "none":
 	default:
 		return []string{"unknown request.auth " + q.Auth}

@@ -77,6 +77,9 @@ func (h *httpTarget) send(ctx context.Context, r request) (answer, error) {
 		return answer{}, err
 	}
 	req.Header = r.header.Clone()
+	if host := req.Header.Get("Host"); host != "" { // net/http sends req.Host, never a Host header
+		req.Host = host
+	}
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return answer{}, err

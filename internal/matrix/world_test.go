@@ -208,10 +208,15 @@ func (w *idp) client(t *testing.T) *http.Client {
 	return c
 }
 
+// resourceHost is the public host a token row's request names (Host,
+// X-Forwarded-Proto https): a token is accepted only on the endpoint
+// whose resource URL, scheme and host included, its aud names
+// (docs/oauth.md), whatever address the boundary listens on.
+const resourceHost = "matrix.test"
+
 // resource is tenant's OAuth resource: the audience its issuers' tokens
-// name (docs/oauth.md; the gateway compares aud with the issuer's
-// audiences, whatever host the request came to).
-func resource(tenant string) string { return "https://matrix.test/t/" + tenant + "/v1/invoke" }
+// name, and the one their audiences allow.
+func resource(tenant string) string { return "https://" + resourceHost + "/t/" + tenant + "/v1/invoke" }
 
 // issuers are the OAuth issuers ts trusts: for m-other both, for a row
 // with setup.oauth a, requiring the scope mcp; else none.

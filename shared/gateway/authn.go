@@ -41,7 +41,8 @@ var errKeyOfOtherTenant = &auth.Error{Reason: "the API key is not one of the ten
 
 // authenticate checks the request's Authorization header for ep: an aegis
 // API key anywhere (of ep.tenant on a tenant path), or a JWT of one of
-// ep.tenant's issuers on a tenant path (shared/oauth). The presented
+// ep.tenant's issuers on a tenant path (shared/oauth), for this path's
+// resource exactly (resourceURL: what its metadata advertises). The presented
 // credential is never logged, never put in an error and never forwarded:
 // the upstream gets the server's brokered credential only.
 func (g *Gateway) authenticate(ctx context.Context, r *http.Request, ep endpoint) (caller, registry.Tenant, error) {
@@ -65,7 +66,11 @@ func (g *Gateway) authenticate(ctx context.Context, r *http.Request, ep endpoint
 	if s := g.o.Settings.Served; s != nil && !s(t.ID) {
 		return caller{}, registry.Tenant{}, auth.ErrNotServed
 	}
-	id, err := g.tokens.Validate(ctx, t, bearer)
+	resource, ok := resourceURL(r, r.URL.EscapedPath())
+	if !ok {
+		return caller{}, registry.Tenant{}, oauth.ErrAudience // no resource to name: no token can be for it
+	}
+	id, err := g.tokens.Validate(ctx, t, resource, bearer)
 	if err != nil {
 		return caller{}, registry.Tenant{}, err
 	}
@@ -131,6 +136,15 @@ func publicBase(r *http.Request) (string, bool) {
 	return scheme + "://" + host, true
 }
 
+// resourceURL is the resource URL of the endpoint at escapedPath, as r
+// reached it: the one URL the endpoint's metadata advertises as its
+// resource and a token's aud must name to be accepted there (one
+// function for both, so that they cannot disagree).
+func resourceURL(r *http.Request, escapedPath string) (string, bool) {
+	base, ok := publicBase(r)
+	return base + escapedPath, ok
+}
+
 // quotable: s may stand in a quoted-string unescaped (no quote,
 // backslash or control character; an escaped path has no space).
 func quotable(s string) bool {
@@ -173,12 +187,12 @@ func (g *Gateway) resourceMetadata(w http.ResponseWriter, r *http.Request, corr 
 		writeJSON(w, http.StatusNotFound, `{"error":"not found"}`)
 		return
 	}
-	base, ok := publicBase(r)
+	resource, ok := resourceURL(r, strings.TrimPrefix(r.URL.EscapedPath(), WellKnownResource))
 	if !ok {
 		writeJSON(w, http.StatusBadRequest, `{"error":"bad Host header"}`)
 		return
 	}
-	doc := oauth.ResourceMetadata{Resource: base + strings.TrimPrefix(r.URL.EscapedPath(), WellKnownResource), BearerMethodsSupported: []string{"header"}, ResourceName: "aegis"}
+	doc := oauth.ResourceMetadata{Resource: resource, BearerMethodsSupported: []string{"header"}, ResourceName: "aegis"}
 	if tenant != "" {
 		t, err := g.reg.Tenant(r.Context(), tenant)
 		switch {

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -15,13 +16,15 @@ import (
 	"github.com/aegis-gw/aegis/internal/oidctest"
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/config"
+	"github.com/aegis-gw/aegis/shared/gateway"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/oauth"
 	"github.com/aegis-gw/aegis/shared/registry"
 )
 
 // oauthEnv is env with acme and globex trusting issuers: acme the issuer
-// A, globex both A (with its own audience) and B. acme's upstream is
+// A for every endpoint at http://gw.test (an origin audience), globex both
+// A and B for two of its endpoints. acme's upstream is
 // behind a recorder of the Authorization headers it receives.
 type oauthEnv struct {
 	*env
@@ -49,12 +52,12 @@ func newOAuthEnv(t *testing.T, opts ...envOpt) *oauthEnv {
 	o.env = newEnv(t, append([]envOpt{func(s *config.Settings, st *memstore.Store) {
 		ctx := context.Background()
 		must(t, st.PutTenant(ctx, registry.Tenant{ID: "acme", Tier: registry.TierGrowth, Issuers: []registry.Issuer{{
-			URL: o.A.URL, Audiences: []string{"http://gw.test/t/acme/mcp"},
+			URL: o.A.URL, Audiences: []string{"http://gw.test"},
 			ScopeRoles: map[string][]string{"tools:write": {"writer"}}, RequiredScopes: []string{"mcp"},
 		}}}))
 		must(t, st.PutTenant(ctx, registry.Tenant{ID: "globex", Tier: registry.TierGrowth, Issuers: []registry.Issuer{
-			{URL: o.A.URL, Audiences: []string{"http://gw.test/t/globex/mcp"}},
-			{URL: o.B.URL, Audiences: []string{"http://gw.test/t/globex/mcp"}},
+			{URL: o.A.URL, Audiences: []string{"http://gw.test/t/globex/mcp", "http://gw.test/t/globex/v1/invoke"}},
+			{URL: o.B.URL, Audiences: []string{"http://gw.test/t/globex/mcp", "http://gw.test/t/globex/v1/invoke"}},
 		}}))
 		must(t, st.PutPolicy(ctx, registry.Policy{Tenant: "acme", Source: acmePolicy, Updated: time.Now()}))
 	}}, opts...)...)
@@ -82,14 +85,17 @@ func (o *oauthEnv) postAs(t *testing.T, path, token, body string) reply {
 	}
 	req.Host = "gw.test"
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream") // what /mcp requires
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	return do(t, req)
 }
 
+// claims are a token's claims for tenant's /v1/invoke, the path most
+// tests post to (a token is for one endpoint: TestOAuthEndpointBinding).
 func (o *oauthEnv) claims(is *oidctest.Issuer, tenant string, mod func(map[string]any)) map[string]any {
-	c := is.Claims("http://gw.test/t/"+tenant+"/mcp", o.Clock.Now(), 5*time.Minute)
+	c := is.Claims("http://gw.test/t/"+tenant+"/v1/invoke", o.Clock.Now(), 5*time.Minute)
 	c["scope"] = "mcp"
 	if mod != nil {
 		mod(c)
@@ -119,8 +125,10 @@ func TestOAuthRefusals(t *testing.T) {
 			`{"error":"unauthorized: token has expired"}`, `Bearer realm="aegis", resource_metadata="` + metaA + `", error="invalid_token"`},
 		{"not yet valid", "/t/acme/v1/invoke", o.A.Sign(t, k, o.claims(o.A, "acme", func(c map[string]any) { c["nbf"] = now.Add(time.Hour).Unix() })), 401,
 			`{"error":"unauthorized: token is not valid yet (nbf or iat in the future)"}`, `error="invalid_token"`},
+		{"exp a string", "/t/acme/v1/invoke", o.A.Sign(t, k, o.claims(o.A, "acme", func(c map[string]any) { c["exp"] = fmt.Sprint(now.Add(time.Hour).Unix()) })), 401,
+			`{"error":"unauthorized: token's exp, nbf or iat is not a number (RFC 7519 NumericDate)"}`, `error="invalid_token"`},
 		{"wrong audience", "/t/acme/v1/invoke", o.A.Sign(t, k, o.claims(o.A, "acme", func(c map[string]any) { c["aud"] = "http://gw.test/mcp" })), 401,
-			`{"error":"unauthorized: token audience is not this tenant's resource"}`, `error="invalid_token"`},
+			`{"error":"unauthorized: token audience is not this endpoint's resource"}`, `error="invalid_token"`},
 		{"wrong issuer", "/t/acme/v1/invoke", o.B.Sign(t, o.B.Signing(), o.claims(o.B, "acme", nil)), 401,
 			`{"error":"unauthorized: token issuer is not trusted by this tenant"}`, `error="invalid_token"`},
 		{"alg none", "/t/acme/v1/invoke", oidctest.Unsigned(t, o.claims(o.A, "acme", nil)), 401,
@@ -131,10 +139,10 @@ func TestOAuthRefusals(t *testing.T) {
 			`{"error":"unauthorized: token is signed by a key the issuer does not publish"}`, `error="invalid_token"`},
 		{"tampered payload", "/t/acme/v1/invoke", oidctest.Tamper(t, good, o.claims(o.A, "acme", func(c map[string]any) { c["scope"] = "mcp tools:write" })), 401,
 			`{"error":"unauthorized: token signature is invalid"}`, `error="invalid_token"`},
-		// globex trusts issuer A too, with its own audience: acme's token is
+		// globex trusts issuer A too, for its own endpoints: acme's token is
 		// refused there.
 		{"tenant A's token at tenant B", "/t/globex/v1/invoke", good, 401,
-			`{"error":"unauthorized: token audience is not this tenant's resource"}`, `error="invalid_token"`},
+			`{"error":"unauthorized: token audience is not this endpoint's resource"}`, `error="invalid_token"`},
 		{"missing scope", "/t/acme/v1/invoke", o.A.Sign(t, k, o.claims(o.A, "acme", func(c map[string]any) { c["scope"] = "tools:write" })), 403,
 			`{"error":"forbidden: insufficient_scope: the token lacks a required scope (mcp)"}`,
 			`Bearer realm="aegis", resource_metadata="` + metaA + `", error="insufficient_scope", scope="mcp"`},
@@ -291,5 +299,66 @@ func TestOAuthRateLimitPerCaller(t *testing.T) {
 	}
 	if strings.Contains(o.logs(), "key record unreadable") {
 		t.Error("the policy looked for a key record of a token caller")
+	}
+}
+
+// TestOAuthEndpointBinding: a token is accepted only on the endpoint whose
+// resource its aud names. A token for /t/acme/mcp/mock-primary works
+// there and is 401 on the tenant's other endpoints, each refusal's
+// challenge pointing to that endpoint's own metadata; the metadata's
+// resource is exactly what a token must name to be accepted there.
+func TestOAuthEndpointBinding(t *testing.T) {
+	o := newOAuthEnv(t)
+	k := o.A.Signing()
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	forC := o.A.Sign(t, k, o.claims(o.A, "acme", func(c map[string]any) { c["aud"] = "http://gw.test/t/acme/mcp/mock-primary" }))
+	if r := o.postAs(t, "/t/acme/mcp/mock-primary", forC, ping); r.Status != 200 {
+		t.Fatalf("the token on its own endpoint: %d %s", r.Status, r.Raw)
+	}
+	for _, p := range []string{"/t/acme/mcp/other", "/t/acme/mcp", "/t/acme/v1/invoke", "/t/globex/mcp/mock-primary"} {
+		t.Run(p, func(t *testing.T) {
+			r := o.postAs(t, p, forC, ping)
+			want := `{"error":"unauthorized: token audience is not this endpoint's resource"}`
+			if r.Status != 401 || string(r.Raw) != want {
+				t.Fatalf("got %d %s, want 401 %s", r.Status, r.Raw, want)
+			}
+			meta := "http://gw.test" + gateway.WellKnownResource + p
+			if ch := r.Header.Get("WWW-Authenticate"); ch != `Bearer realm="aegis", resource_metadata="`+meta+`", error="invalid_token"` {
+				t.Fatalf("WWW-Authenticate = %q, want the metadata of %s", ch, p)
+			}
+			// Follow the challenge: the metadata names the resource, and a
+			// token for exactly that resource passes authentication.
+			req, _ := http.NewRequest(http.MethodGet, o.URL+strings.TrimPrefix(meta, "http://gw.test"), nil)
+			req.Host = "gw.test"
+			mr := do(t, req)
+			var m oauth.ResourceMetadata
+			if mr.Status != 200 || json.Unmarshal(mr.Raw, &m) != nil || m.Resource != "http://gw.test"+p {
+				t.Fatalf("metadata of %s: %d %s", p, mr.Status, mr.Raw)
+			}
+			if p == "/t/globex/mcp/mock-primary" {
+				return // globex's issuers are not for this endpoint
+			}
+			own := o.A.Sign(t, k, o.claims(o.A, "acme", func(c map[string]any) { c["aud"] = m.Resource }))
+			if r := o.postAs(t, p, own, ping); r.Status == 401 || r.Status == 403 {
+				t.Fatalf("a token for the advertised resource %s: %d %s", m.Resource, r.Status, r.Raw)
+			}
+		})
+	}
+	// The cache does not carry a token from one endpoint to another.
+	if r := o.postAs(t, "/t/acme/mcp/mock-primary", forC, ping); r.Status != 200 {
+		t.Fatalf("the token on its own endpoint again: %d %s", r.Status, r.Raw)
+	}
+	if r := o.postAs(t, "/t/acme/mcp/other", forC, ping); r.Status != 401 {
+		t.Fatalf("the cached token on another endpoint: %d %s", r.Status, r.Raw)
+	}
+	// A Host the issuer's audiences do not allow: the token names the
+	// resource at that host, and is refused all the same.
+	evil := o.A.Sign(t, k, o.claims(o.A, "acme", func(c map[string]any) { c["aud"] = "http://evil.test/t/acme/v1/invoke" }))
+	req, _ := http.NewRequest(http.MethodPost, o.URL+"/t/acme/v1/invoke", strings.NewReader(ping))
+	req.Host = "evil.test"
+	req.Header.Set("Authorization", "Bearer "+evil)
+	req.Header.Set("Content-Type", "application/json")
+	if r := do(t, req); r.Status != 401 {
+		t.Fatalf("a token for a host the audiences do not allow: %d %s", r.Status, r.Raw)
 	}
 }

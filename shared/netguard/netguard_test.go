@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -452,5 +453,29 @@ func TestControlRefusesRebindingToMetadata(t *testing.T) {
 				t.Fatalf("dial of a name resolving to %s = %v; want refused, naming %q", c.addr, err, c.word)
 			}
 		})
+	}
+}
+
+// TestMetadataDocumented: docs/security.md lists every metadata service
+// and host name this package refuses.
+func TestMetadataDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, m := range MetadataServices {
+		want := m.Prefix.String()
+		if m.Prefix.IsSingleIP() {
+			want = m.Prefix.Addr().String()
+		}
+		if !strings.Contains(doc, "`"+want+"`") {
+			t.Errorf("docs/security.md does not list %s (%s)", want, m.What)
+		}
+	}
+	for _, h := range MetadataHosts {
+		if !strings.Contains(doc, "`"+h+"`") {
+			t.Errorf("docs/security.md does not list the host name %s", h)
+		}
 	}
 }

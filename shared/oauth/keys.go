@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aegis-gw/aegis/shared/netguard"
 )
 
 // keyCache holds each issuer's public keys, found by discovery. An
@@ -253,12 +255,15 @@ func discoveryURLs(issuer string) []string {
 	return out
 }
 
-// getJSON GETs u (checked as an outbound URL first) within ctx's
-// deadline and decodes at most MaxDocumentBytes of JSON into v. status is
+// getJSON GETs u within ctx's deadline, after checking it as every
+// outbound URL is (netguard.ValidateURL: the issuer's own, and the
+// jwks_uri its document names, which no operator typed; the addresses it
+// resolves to are checked again when dialed, netguard.Control in the HTTP
+// client), and decodes at most MaxDocumentBytes of JSON into v. status is
 // the response's status when one came.
 func (c *keyCache) getJSON(ctx context.Context, u string, v any) (status int, err error) {
-	if err := checkURL(u, c.o.Local); err != nil {
-		return 0, err
+	if err := netguard.ValidateURL(u, c.o.Local); err != nil {
+		return 0, fmt.Errorf("GET %s: %w", u, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -285,26 +290,4 @@ func (c *keyCache) getJSON(ctx context.Context, u string, v any) (status int, er
 		return resp.StatusCode, fmt.Errorf("GET %s: %w", u, err)
 	}
 	return resp.StatusCode, nil
-}
-
-// checkURL applies the rules of registered URLs to a URL about to be
-// fetched (the issuer's, or the jwks_uri its document names): absolute,
-// https outside local mode, no credentials, no metadata host. The
-// addresses it resolves to are checked when dialed (netguard.Control, in
-// the HTTP client).
-func checkURL(u string, local bool) error {
-	p, err := url.Parse(u)
-	if err != nil || p.Host == "" {
-		return fmt.Errorf("%q is not an absolute URL", u)
-	}
-	if p.Scheme != "https" && !(local && p.Scheme == "http") {
-		return fmt.Errorf("%q: https is required", u)
-	}
-	if p.User != nil {
-		return fmt.Errorf("%q: credentials in the URL are not allowed", u)
-	}
-	if strings.EqualFold(p.Hostname(), "metadata.google.internal") {
-		return errors.New("cloud metadata endpoints are not allowed")
-	}
-	return nil
 }

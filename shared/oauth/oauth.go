@@ -13,16 +13,21 @@
 //   - it verifies with a key of that issuer's JWKS, found by discovery
 //     (keys.go), the kid's key when the token names one;
 //   - exp is present and not passed, nbf and iat are not in the future,
-//     each with Options.Skew of tolerance;
-//   - aud names one of the issuer's Audiences;
+//     each with Options.Skew of tolerance; each is a JSON number (RFC
+//     7519's NumericDate: "1767225600", a string, is refused);
+//   - aud names the resource the token is presented to, exactly: the URL
+//     of the endpoint as its protected resource metadata advertises it
+//     (ResourceMetadata.Resource), and that resource is one the issuer's
+//     Audiences allow (ResourceAllowed). A token for one endpoint is
+//     refused on every other, of the same tenant too;
 //   - the caller claim is a valid caller name.
 //
 // A token valid in all that but missing one of the issuer's
 // RequiredScopes is refused with 403 insufficient_scope. Every refusal is
 // an *auth.Error whose text never contains the token.
 //
-// A validated token is cached under the SHA-256 of the tenant and the
-// token until it expires (cache.go), so a warm instance validates a
+// A validated token is cached under the SHA-256 of the tenant, the
+// resource and the token until it expires (cache.go), so a warm instance validates a
 // client's token once.
 package oauth
 
@@ -32,9 +37,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -179,7 +187,8 @@ var (
 	ErrNoExpiry    = invalid("token has no exp")
 	ErrExpired     = invalid("token has expired")
 	ErrNotYetValid = invalid("token is not valid yet (nbf or iat in the future)")
-	ErrAudience    = invalid("token audience is not this tenant's resource")
+	ErrDate        = invalid("token's exp, nbf or iat is not a number (RFC 7519 NumericDate)")
+	ErrAudience    = invalid("token audience is not this endpoint's resource")
 	ErrCaller      = invalid("token's caller claim is missing or not a valid caller name")
 	ErrKeys        = invalid("the issuer's keys could not be fetched; try again later")
 )
@@ -202,14 +211,15 @@ var methods = map[string]jwt.SigningMethod{
 	"EdDSA": jwt.SigningMethodEdDSA,
 }
 
-// Validate checks token for tenant t (see the package doc) and returns the
-// caller it names. Refusals are *auth.Error.
-func (v *Validator) Validate(ctx context.Context, t registry.Tenant, token string) (Identity, error) {
+// Validate checks token, presented to the endpoint whose resource URL is
+// resource, for tenant t (see the package doc) and returns the caller it
+// names. Refusals are *auth.Error.
+func (v *Validator) Validate(ctx context.Context, t registry.Tenant, resource, token string) (Identity, error) {
 	if len(token) > MaxTokenBytes {
 		return Identity{}, ErrTooLong
 	}
 	now := v.o.Now()
-	ck := cacheKey(t.ID, token)
+	ck := cacheKey(t.ID, resource, token)
 	if id, is, ok := v.cache.get(ck, now); ok {
 		if cur := issuerOf(t, is.URL); cur != nil && sameIssuer(cur, &is) {
 			id.Roles = slices.Clone(id.Roles)
@@ -217,7 +227,7 @@ func (v *Validator) Validate(ctx context.Context, t registry.Tenant, token strin
 		}
 		v.cache.drop(ck) // the tenant's issuers changed: validate again
 	}
-	id, is, err := v.validate(ctx, t, token, now)
+	id, is, err := v.validate(ctx, t, resource, token, now)
 	if err != nil {
 		return Identity{}, err
 	}
@@ -226,9 +236,11 @@ func (v *Validator) Validate(ctx context.Context, t registry.Tenant, token strin
 	return id, nil
 }
 
-func cacheKey(tenant, token string) [sha256.Size]byte {
+func cacheKey(tenant, resource, token string) [sha256.Size]byte {
 	h := sha256.New()
 	h.Write([]byte(tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(resource))
 	h.Write([]byte{0})
 	h.Write([]byte(token))
 	var k [sha256.Size]byte
@@ -254,16 +266,18 @@ type header struct {
 	Crit json.RawMessage `json:"crit"`
 }
 
-// claims are the registered claims checked here.
+// claims are the registered claims checked here. The dates are kept raw
+// so that their JSON type is checked (numericDate): encoding/json would
+// read a string into a json.Number.
 type claims struct {
 	Iss string          `json:"iss"`
 	Aud json.RawMessage `json:"aud"`
-	Exp *json.Number    `json:"exp"`
-	Nbf *json.Number    `json:"nbf"`
-	Iat *json.Number    `json:"iat"`
+	Exp json.RawMessage `json:"exp"`
+	Nbf json.RawMessage `json:"nbf"`
+	Iat json.RawMessage `json:"iat"`
 }
 
-func (v *Validator) validate(ctx context.Context, t registry.Tenant, token string, now time.Time) (Identity, *registry.Issuer, error) {
+func (v *Validator) validate(ctx context.Context, t registry.Tenant, resource, token string, now time.Time) (Identity, *registry.Issuer, error) {
 	h, payload, ok := split(token)
 	if !ok {
 		return Identity{}, nil, ErrMalformed
@@ -286,36 +300,35 @@ func (v *Validator) validate(ctx context.Context, t registry.Tenant, token strin
 		return Identity{}, nil, err
 	}
 	var c claims
-	d := json.NewDecoder(strings.NewReader(string(payload)))
-	d.UseNumber()
-	if err := d.Decode(&c); err != nil {
+	if err := json.Unmarshal(payload, &c); err != nil {
 		return Identity{}, nil, ErrMalformed
 	}
 	if c.Iss != is.URL {
 		return Identity{}, nil, ErrIssuer // cannot differ from the unverified one, but the verified one decides
 	}
+	if c.Exp == nil {
+		return Identity{}, nil, ErrNoExpiry
+	}
 	exp, ok := numericDate(c.Exp)
 	switch {
-	case c.Exp == nil:
-		return Identity{}, nil, ErrNoExpiry
 	case !ok:
-		return Identity{}, nil, ErrMalformed
+		return Identity{}, nil, ErrDate
 	case !now.Before(exp.Add(v.o.Skew)):
 		return Identity{}, nil, ErrExpired
 	}
-	for _, n := range []*json.Number{c.Nbf, c.Iat} {
-		if n == nil {
+	for _, raw := range []json.RawMessage{c.Nbf, c.Iat} {
+		if raw == nil {
 			continue
 		}
-		at, ok := numericDate(n)
+		at, ok := numericDate(raw)
 		if !ok {
-			return Identity{}, nil, ErrMalformed
+			return Identity{}, nil, ErrDate
 		}
 		if at.After(now.Add(v.o.Skew)) {
 			return Identity{}, nil, ErrNotYetValid
 		}
 	}
-	if !audienceMatches(c.Aud, is.Audiences) {
+	if !audienceNames(c.Aud, resource) || !ResourceAllowed(is.Audiences, resource) {
 		return Identity{}, nil, ErrAudience
 	}
 	var all map[string]json.RawMessage
@@ -402,35 +415,53 @@ func split(token string) (header, []byte, bool) {
 	return h, payload, true
 }
 
-// numericDate reads a NumericDate (seconds since the epoch, possibly
-// fractional).
-func numericDate(n *json.Number) (time.Time, bool) {
-	if n == nil {
+// numericDate reads a NumericDate (RFC 7519 §2: a JSON number of seconds
+// since the epoch, possibly fractional). Anything else (a string, even
+// of digits, null, true, an object) is not one. raw is a single JSON
+// value, as json.Unmarshal leaves it, without surrounding space.
+func numericDate(raw json.RawMessage) (time.Time, bool) {
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
 		return time.Time{}, false
 	}
-	if i, err := n.Int64(); err == nil {
+	s := string(raw)
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return time.Unix(i, 0), true
 	}
-	f, err := n.Float64()
+	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || f < 0 || f > 1<<40 {
 		return time.Time{}, false
 	}
-	return time.Unix(0, 0).Add(time.Duration(f * float64(time.Second))), true
+	sec := math.Floor(f) // not a Duration: nanoseconds overflow one in 2262
+	return time.Unix(int64(sec), int64((f-sec)*1e9)), true
 }
 
-// audienceMatches: aud (a string or an array of strings) names one of
-// want.
-func audienceMatches(aud json.RawMessage, want []string) bool {
+// audienceNames: aud (a string or an array of strings) names resource,
+// byte for byte.
+func audienceNames(aud json.RawMessage, resource string) bool {
 	var one string
 	if json.Unmarshal(aud, &one) == nil {
-		return slices.Contains(want, one)
+		return one == resource
 	}
 	var many []string
-	if json.Unmarshal(aud, &many) != nil {
-		return false
-	}
-	for _, a := range many {
-		if slices.Contains(want, a) {
+	return json.Unmarshal(aud, &many) == nil && slices.Contains(many, resource)
+}
+
+// ResourceAllowed reports whether an issuer with these audiences may
+// issue tokens for resource (an endpoint's URL, as its protected resource
+// metadata advertises it): an audience equal to resource allows that one
+// endpoint; an audience that is an origin only (scheme and host, with an
+// optional port and an optional "/": https://gw.example.com) allows
+// every endpoint at that origin. Either way the token's aud must still
+// name resource itself: the audiences say which URLs of this gateway are
+// the tenant's (a Host header is the client's to choose), aud says which
+// one the token is for.
+func ResourceAllowed(audiences []string, resource string) bool {
+	for _, a := range audiences {
+		if a == resource {
+			return true
+		}
+		if u, err := url.Parse(a); err == nil && u.Host != "" && u.User == nil && (u.Path == "" || u.Path == "/") &&
+			u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" && strings.HasPrefix(resource, strings.TrimSuffix(a, "/")+"/") {
 			return true
 		}
 	}

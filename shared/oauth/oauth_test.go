@@ -2,8 +2,13 @@ package oauth
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/internal/oidctest"
+	"github.com/aegis-gw/aegis/internal/syncbuf"
 	"github.com/aegis-gw/aegis/internal/testclock"
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/registry"
@@ -53,7 +59,7 @@ func TestValid(t *testing.T) {
 			k := oidctest.NewKey(t, "key-"+string(alg), alg)
 			f.is.Publish(k)
 			f.clock.Advance(DefaultRefreshInterval) // the new kid may be fetched
-			id, err := f.v.Validate(context.Background(), f.tenant, f.is.Sign(t, k, f.claims()))
+			id, err := f.v.Validate(context.Background(), f.tenant, aud, f.is.Sign(t, k, f.claims()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,11 +101,21 @@ func TestRefused(t *testing.T) {
 		{"tampered payload", oidctest.Tamper(t, good, with(func(c map[string]any) { c["roles"] = []string{"admin"} })), ErrSignature},
 		{"missing scope", f.is.Sign(t, k, with(func(c map[string]any) { c["scope"] = "tools:write" })), insufficientScope([]string{"mcp"})},
 		{"bad caller", f.is.Sign(t, k, with(func(c map[string]any) { c["sub"] = "has space" })), ErrCaller},
+		// RFC 7519 §2: a NumericDate is a JSON number. encoding/json reads
+		// a string of digits into a json.Number; it is refused here.
+		{"exp a string of digits", f.is.Sign(t, k, with(func(c map[string]any) { c["exp"] = fmt.Sprint(now.Add(time.Hour).Unix()) })), ErrDate},
+		{"exp a date string", f.is.Sign(t, k, with(func(c map[string]any) { c["exp"] = "2099-01-01T00:00:00Z" })), ErrDate},
+		{"exp null", f.is.Sign(t, k, with(func(c map[string]any) { c["exp"] = nil })), ErrDate},
+		{"exp true", f.is.Sign(t, k, with(func(c map[string]any) { c["exp"] = true })), ErrDate},
+		{"exp an array", f.is.Sign(t, k, with(func(c map[string]any) { c["exp"] = []int64{now.Add(time.Hour).Unix()} })), ErrDate},
+		{"nbf a string", f.is.Sign(t, k, with(func(c map[string]any) { c["nbf"] = fmt.Sprint(now.Unix()) })), ErrDate},
+		{"iat a string", f.is.Sign(t, k, with(func(c map[string]any) { c["iat"] = fmt.Sprint(now.Unix()) })), ErrDate},
+		{"iat null", f.is.Sign(t, k, with(func(c map[string]any) { c["iat"] = nil })), ErrDate},
 		{"not a JWT", "abc.def", ErrMalformed},
 		{"too long", strings.Repeat("a", MaxTokenBytes+1), ErrTooLong},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := f.v.Validate(context.Background(), f.tenant, tc.token)
+			_, err := f.v.Validate(context.Background(), f.tenant, aud, tc.token)
 			var ae *auth.Error
 			if !errors.As(err, &ae) || ae.Reason != tc.want.Reason || ae.HTTPStatus() != tc.want.HTTPStatus() || ae.Challenge != tc.want.Challenge || ae.Scope != tc.want.Scope {
 				t.Fatalf("err = %#v, want %#v", err, tc.want)
@@ -115,8 +131,10 @@ func TestRefused(t *testing.T) {
 		"nbf within skew":       func(c map[string]any) { c["nbf"] = now.Add(DefaultSkew - time.Second).Unix() },
 		"aud in a list":         func(c map[string]any) { c["aud"] = []string{"x", aud} },
 		"scp array, no kid set": func(c map[string]any) { delete(c, "scope"); c["scp"] = []string{"mcp"} },
+		"fractional exp":        func(c map[string]any) { c["exp"] = float64(now.Add(time.Hour).UnixMilli()) / 1000 },
+		"exponent exp":          func(c map[string]any) { c["exp"] = json.Number("1.7e10") },
 	} {
-		if _, err := f.v.Validate(context.Background(), f.tenant, f.is.Sign(t, k, with(mod))); err != nil {
+		if _, err := f.v.Validate(context.Background(), f.tenant, aud, f.is.Sign(t, k, with(mod))); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
@@ -127,7 +145,7 @@ func TestRefused(t *testing.T) {
 func TestAlgorithmsPerIssuer(t *testing.T) {
 	f := newFixture(t, nil)
 	f.tenant.Issuers[0].Algorithms = []string{"RS256"}
-	_, err := f.v.Validate(context.Background(), f.tenant, f.is.Sign(t, f.is.Signing(), f.claims()))
+	_, err := f.v.Validate(context.Background(), f.tenant, aud, f.is.Sign(t, f.is.Signing(), f.claims()))
 	if !errors.Is(err, ErrAlgorithm) {
 		t.Fatalf("err = %v, want %v", err, ErrAlgorithm)
 	}
@@ -141,7 +159,7 @@ func TestRotation(t *testing.T) {
 	f := newFixture(t, nil)
 	ctx := context.Background()
 	k1 := f.is.Signing()
-	if _, err := f.v.Validate(ctx, f.tenant, f.is.Sign(t, k1, f.claims())); err != nil {
+	if _, err := f.v.Validate(ctx, f.tenant, aud, f.is.Sign(t, k1, f.claims())); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.is.JWKSFetches(); n != 1 {
@@ -150,7 +168,7 @@ func TestRotation(t *testing.T) {
 	k2 := oidctest.NewKey(t, "k2", "RS256")
 	f.is.Publish(k2)
 	f.clock.Advance(DefaultRefreshInterval) // the last fetch is an interval old
-	if _, err := f.v.Validate(ctx, f.tenant, f.is.Sign(t, k2, f.claims())); err != nil {
+	if _, err := f.v.Validate(ctx, f.tenant, aud, f.is.Sign(t, k2, f.claims())); err != nil {
 		t.Fatalf("token of the new key: %v", err)
 	}
 	if n := f.is.JWKSFetches(); n != 2 {
@@ -160,7 +178,7 @@ func TestRotation(t *testing.T) {
 	// expire; a new token of k1 is checked against the keys now known.
 	c := f.claims()
 	c["jti"] = "fresh"
-	if _, err := f.v.Validate(ctx, f.tenant, f.is.Sign(t, k1, c)); !errors.Is(err, ErrUnknownKey) {
+	if _, err := f.v.Validate(ctx, f.tenant, aud, f.is.Sign(t, k1, c)); !errors.Is(err, ErrUnknownKey) {
 		t.Fatalf("token of the withdrawn key: err = %v, want %v", err, ErrUnknownKey)
 	}
 	var wg sync.WaitGroup
@@ -169,7 +187,7 @@ func TestRotation(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			bogus := oidctest.NewKey(t, fmt.Sprintf("bogus-%d", i), "EdDSA")
-			if _, err := f.v.Validate(ctx, f.tenant, f.is.Sign(t, bogus, f.claims())); !errors.Is(err, ErrUnknownKey) {
+			if _, err := f.v.Validate(ctx, f.tenant, aud, f.is.Sign(t, bogus, f.claims())); !errors.Is(err, ErrUnknownKey) {
 				t.Errorf("bogus kid: %v", err)
 			}
 		}()
@@ -180,13 +198,13 @@ func TestRotation(t *testing.T) {
 	}
 	f.clock.Advance(DefaultRefreshInterval)
 	bogus := oidctest.NewKey(t, "bogus-late", "EdDSA")
-	_, _ = f.v.Validate(ctx, f.tenant, f.is.Sign(t, bogus, f.claims()))
+	_, _ = f.v.Validate(ctx, f.tenant, aud, f.is.Sign(t, bogus, f.claims()))
 	if n := f.is.JWKSFetches(); n != 3 {
 		t.Fatalf("JWKS fetched %d times an interval later, want 3", n)
 	}
 	// Past KeysTTL the keys are fetched again even for a known kid.
 	f.clock.Advance(DefaultKeysTTL)
-	if _, err := f.v.Validate(ctx, f.tenant, f.is.Sign(t, k2, f.claims())); err != nil {
+	if _, err := f.v.Validate(ctx, f.tenant, aud, f.is.Sign(t, k2, f.claims())); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.is.JWKSFetches(); n != 4 {
@@ -201,13 +219,13 @@ func TestCache(t *testing.T) {
 	f := newFixture(t, &Options{CacheEntries: 3})
 	ctx := context.Background()
 	tok := f.is.Sign(t, f.is.Signing(), f.claims())
-	if _, err := f.v.Validate(ctx, f.tenant, tok); err != nil {
+	if _, err := f.v.Validate(ctx, f.tenant, aud, tok); err != nil {
 		t.Fatal(err)
 	}
 	f.is.Publish(oidctest.NewKey(t, "other", "ES256")) // the token's key is gone
 	f.clock.Advance(time.Minute)                       // past the refresh interval, within the token's life
 	fetches := f.is.JWKSFetches()
-	id, err := f.v.Validate(ctx, f.tenant, tok)
+	id, err := f.v.Validate(ctx, f.tenant, aud, tok)
 	if err != nil || id.Caller != "alice" {
 		t.Fatalf("cached token: %+v %v", id, err)
 	}
@@ -215,7 +233,7 @@ func TestCache(t *testing.T) {
 		t.Error("a cached token fetched keys")
 	}
 	id.Roles[0] = "changed" // callers may not change the cache through what they got
-	if id2, _ := f.v.Validate(ctx, f.tenant, tok); id2.Roles[0] != "ops" {
+	if id2, _ := f.v.Validate(ctx, f.tenant, aud, tok); id2.Roles[0] != "ops" {
 		t.Error("the cached roles were changed through a returned identity")
 	}
 	// Another tenant trusting the same issuer: the cache is per tenant.
@@ -223,19 +241,19 @@ func TestCache(t *testing.T) {
 	other.ID = "globex"
 	other.Issuers = []registry.Issuer{f.tenant.Issuers[0]}
 	other.Issuers[0].Audiences = []string{"https://gw.test/t/globex/mcp"}
-	if _, err := f.v.Validate(ctx, other, tok); !errors.Is(err, ErrUnknownKey) && !errors.Is(err, ErrAudience) {
+	if _, err := f.v.Validate(ctx, other, aud, tok); !errors.Is(err, ErrUnknownKey) && !errors.Is(err, ErrAudience) {
 		t.Fatalf("acme's token for globex: %v", err)
 	}
 	// A change of the issuer's configuration validates again.
 	changed := f.tenant
 	changed.Issuers = []registry.Issuer{f.tenant.Issuers[0]}
 	changed.Issuers[0].RequiredScopes = []string{"admin"}
-	if _, err := f.v.Validate(ctx, changed, tok); err == nil {
+	if _, err := f.v.Validate(ctx, changed, aud, tok); err == nil {
 		t.Fatal("a cached token survived a change of its issuer's configuration")
 	}
 	// Expiry.
 	f.clock.Advance(5*time.Minute + DefaultSkew)
-	if _, err := f.v.Validate(ctx, f.tenant, tok); err == nil {
+	if _, err := f.v.Validate(ctx, f.tenant, aud, tok); err == nil {
 		t.Fatal("an expired token was served from the cache")
 	}
 	// Bounds: count.
@@ -244,7 +262,7 @@ func TestCache(t *testing.T) {
 	for i := range 10 {
 		c := f.claims()
 		c["jti"] = fmt.Sprint(i)
-		if _, err := f.v.Validate(ctx, f.tenant, f.is.Sign(t, f.is.Signing(), c)); err != nil {
+		if _, err := f.v.Validate(ctx, f.tenant, aud, f.is.Sign(t, f.is.Signing(), c)); err != nil {
 			t.Fatal(err)
 		}
 		if n, _ := f.v.cache.len(); n > 3 {
@@ -257,7 +275,7 @@ func TestCacheBytes(t *testing.T) {
 	c := newTokenCache(1000, 4096, DefaultSkew)
 	now := time.Unix(1e9, 0)
 	for i := range 100 {
-		c.put(cacheKey("t", fmt.Sprint(i)), Identity{Caller: "c", Claims: make([]byte, 1000), Expires: now.Add(time.Hour)}, registry.Issuer{}, now)
+		c.put(cacheKey("t", "r", fmt.Sprint(i)), Identity{Caller: "c", Claims: make([]byte, 1000), Expires: now.Add(time.Hour)}, registry.Issuer{}, now)
 		if _, b := c.len(); b > 4096 {
 			t.Fatalf("cache holds %d bytes, bound 4096", b)
 		}
@@ -265,8 +283,8 @@ func TestCacheBytes(t *testing.T) {
 	if n, _ := c.len(); n == 0 {
 		t.Fatal("nothing cached")
 	}
-	c.put(cacheKey("t", "huge"), Identity{Claims: make([]byte, 5000), Expires: now.Add(time.Hour)}, registry.Issuer{}, now)
-	if _, _, ok := c.get(cacheKey("t", "huge"), now); ok {
+	c.put(cacheKey("t", "r", "huge"), Identity{Claims: make([]byte, 5000), Expires: now.Add(time.Hour)}, registry.Issuer{}, now)
+	if _, _, ok := c.get(cacheKey("t", "r", "huge"), now); ok {
 		t.Fatal("an entry over the whole bound was cached")
 	}
 }
@@ -278,7 +296,7 @@ func TestKeysUnavailable(t *testing.T) {
 	f.tenant.Issuers[0].URL = "http://127.0.0.1:1"
 	c := f.claims()
 	c["iss"] = "http://127.0.0.1:1"
-	if _, err := f.v.Validate(context.Background(), f.tenant, f.is.Sign(t, f.is.Signing(), c)); !errors.Is(err, ErrKeys) {
+	if _, err := f.v.Validate(context.Background(), f.tenant, aud, f.is.Sign(t, f.is.Signing(), c)); !errors.Is(err, ErrKeys) {
 		t.Fatalf("err = %v, want %v", err, ErrKeys)
 	}
 }
@@ -288,7 +306,7 @@ func TestKeysUnavailable(t *testing.T) {
 func TestHTTPSOutsideLocal(t *testing.T) {
 	f := newFixture(t, nil)
 	v := New(&Options{Now: f.clock.Now})
-	if _, err := v.Validate(context.Background(), f.tenant, f.is.Sign(t, f.is.Signing(), f.claims())); !errors.Is(err, ErrKeys) {
+	if _, err := v.Validate(context.Background(), f.tenant, aud, f.is.Sign(t, f.is.Signing(), f.claims())); !errors.Is(err, ErrKeys) {
 		t.Fatalf("err = %v, want %v", err, ErrKeys)
 	}
 	if f.is.JWKSFetches() != 0 {
@@ -302,12 +320,12 @@ func BenchmarkCacheHit(b *testing.B) {
 	f := newFixture(b, nil)
 	tok := f.is.Sign(b, f.is.Signing(), f.claims())
 	ctx := context.Background()
-	if _, err := f.v.Validate(ctx, f.tenant, tok); err != nil {
+	if _, err := f.v.Validate(ctx, f.tenant, aud, tok); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := f.v.Validate(ctx, f.tenant, tok); err != nil {
+		if _, err := f.v.Validate(ctx, f.tenant, aud, tok); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -323,13 +341,13 @@ func BenchmarkValidate(b *testing.B) {
 		c["jti"] = fmt.Sprint(i)
 		toks[i] = f.is.Sign(b, f.is.Signing(), c)
 	}
-	if _, err := f.v.Validate(ctx, f.tenant, toks[0]); err != nil {
+	if _, err := f.v.Validate(ctx, f.tenant, aud, toks[0]); err != nil {
 		b.Fatal(err)
 	}
 	i := 0
 	for b.Loop() {
 		i++
-		if _, err := f.v.Validate(ctx, f.tenant, toks[i%len(toks)]); err != nil {
+		if _, err := f.v.Validate(ctx, f.tenant, aud, toks[i%len(toks)]); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -347,7 +365,7 @@ func FuzzValidate(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, token string) {
-		_, err := fx.v.Validate(context.Background(), fx.tenant, token)
+		_, err := fx.v.Validate(context.Background(), fx.tenant, aud, token)
 		if err == nil {
 			return
 		}
@@ -359,4 +377,136 @@ func FuzzValidate(f *testing.F) {
 			t.Fatal("the error carries the token")
 		}
 	})
+}
+
+// TestResourceBinding: a token is accepted only on the endpoint whose
+// resource URL its aud names, byte for byte, and only where the issuer's
+// audiences allow that resource. A token for /t/alpha/mcp/c is refused on
+// the tenant's other endpoints, on the same path under another scheme,
+// host, port or a trailing slash, and from the cache.
+func TestResourceBinding(t *testing.T) {
+	f := newFixture(t, nil)
+	const origin = "https://gw.test"
+	c := origin + "/t/alpha/mcp/c"
+	f.tenant.ID = "alpha"
+	f.tenant.Issuers[0].Audiences = []string{origin}
+	ctx := context.Background()
+	sign := func(aud any) string {
+		cl := f.claims()
+		cl["aud"] = aud
+		return f.is.Sign(t, f.is.Signing(), cl)
+	}
+	forC := sign(c)
+	for _, tc := range []struct {
+		name, resource, token string
+		ok                    bool
+	}{
+		{"its own endpoint", c, forC, true},
+		{"its own endpoint again (cached)", c, forC, true},
+		{"another server", origin + "/t/alpha/mcp/a", forC, false},
+		{"the tenant's /mcp", origin + "/t/alpha/mcp", forC, false},
+		{"the tenant's /v1/invoke", origin + "/t/alpha/v1/invoke", forC, false},
+		{"a trailing slash", c + "/", forC, false},
+		{"http", "http://gw.test/t/alpha/mcp/c", forC, false},
+		{"an explicit port", "https://gw.test:443/t/alpha/mcp/c", forC, false},
+		{"another case", "https://GW.test/t/alpha/mcp/c", forC, false},
+		{"an aud list naming it", c, sign([]string{origin + "/t/alpha/mcp", c}), true},
+		{"an aud list naming the other", origin + "/t/alpha/mcp", sign([]string{origin + "/t/alpha/mcp", c}), true},
+		{"an aud list not naming it", origin + "/t/alpha/v1/invoke", sign([]string{origin + "/t/alpha/mcp", c}), false},
+		{"aud the origin alone", c, sign(origin), false},
+		{"aud the origin with a slash", c, sign(origin + "/"), false},
+		// The Host header is the client's: a token for another host's
+		// resource, presented with that Host, is refused because the
+		// issuer's audiences do not allow that host.
+		{"a host the audiences do not allow", "https://evil.test/t/alpha/mcp/c", sign("https://evil.test/t/alpha/mcp/c"), false},
+		{"a host that extends the allowed one", "https://gw.test.evil/t/alpha/mcp/c", sign("https://gw.test.evil/t/alpha/mcp/c"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.v.Validate(ctx, f.tenant, tc.resource, tc.token)
+			if tc.ok && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tc.ok && !errors.Is(err, ErrAudience) {
+				t.Fatalf("err = %v, want %v", err, ErrAudience)
+			}
+		})
+	}
+	// Audiences that list endpoints allow those only.
+	f.tenant.Issuers[0].Audiences = []string{origin + "/t/alpha/mcp"}
+	if _, err := f.v.Validate(ctx, f.tenant, c, forC); !errors.Is(err, ErrAudience) {
+		t.Fatalf("a resource the audiences do not list: err = %v, want %v", err, ErrAudience)
+	}
+}
+
+func TestResourceAllowed(t *testing.T) {
+	const r = "https://gw.test/t/acme/mcp/files"
+	for _, tc := range []struct {
+		audiences []string
+		ok        bool
+	}{
+		{[]string{r}, true},
+		{[]string{"https://gw.test"}, true},
+		{[]string{"https://gw.test/"}, true},
+		{[]string{"https://other.test", "https://gw.test/t/acme/mcp", r}, true},
+		{[]string{"https://gw.test/t/acme/mcp"}, false},
+		{[]string{"https://gw.test/t/acme/mcp/"}, false},
+		{[]string{"https://gw.tes"}, false},
+		{[]string{"https://gw.test:8443"}, false},
+		{[]string{"http://gw.test"}, false},
+		{[]string{"https://gw.test?x"}, false},
+		{[]string{"https://gw.test/t"}, false},
+		{nil, false},
+	} {
+		if got := ResourceAllowed(tc.audiences, r); got != tc.ok {
+			t.Errorf("ResourceAllowed(%q) = %v, want %v", tc.audiences, got, tc.ok)
+		}
+	}
+}
+
+// TestMetadataIssuerAndJWKS: an issuer whose URL, or whose discovery
+// document's jwks_uri, is a cloud metadata address is never fetched
+// from: its tokens are refused (the keys cannot be fetched) and the log
+// says why.
+func TestMetadataIssuerAndJWKS(t *testing.T) {
+	var logs syncbuf.Buffer
+	clock := testclock.New(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	v := New(&Options{Local: true, Now: clock.Now, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	is := oidctest.Start(t, nil)
+	// A discovery document that names a metadata address as its JWKS.
+	var disc *httptest.Server
+	disc = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"issuer":%q,"jwks_uri":"http://[::ffff:100.100.100.200]/jwks"}`, disc.URL)
+	}))
+	defer disc.Close()
+	for _, issuer := range []string{disc.URL, "http://100.100.100.200", "http://[fd00:ec2::254]", "http://2852039166"} {
+		t.Run(issuer, func(t *testing.T) {
+			tenant := registry.Tenant{ID: "acme", Issuers: []registry.Issuer{{URL: issuer, Audiences: []string{aud}}}}
+			c := is.Claims(aud, clock.Now(), 5*time.Minute)
+			c["iss"] = issuer
+			if _, err := v.Validate(context.Background(), tenant, aud, is.Sign(t, is.Signing(), c)); !errors.Is(err, ErrKeys) {
+				t.Fatalf("err = %v, want %v", err, ErrKeys)
+			}
+		})
+	}
+	for _, want := range []string{"Alibaba", "AWS", "notation"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log does not say %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+// TestRefusalsDocumented: docs/oauth.md's table of what a token must be
+// gives every refusal's text, as a client reads it.
+func TestRefusalsDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/oauth.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []*auth.Error{ErrMalformed, ErrTooLong, ErrAlgorithm, ErrIssuer, ErrUnknownKey, ErrSignature,
+		ErrNoExpiry, ErrExpired, ErrNotYetValid, ErrDate, ErrAudience, ErrCaller, ErrKeys} {
+		if want := "`" + e.Error() + "`"; !strings.Contains(string(b), want) {
+			t.Errorf("docs/oauth.md does not give %s", want)
+		}
+	}
 }
