@@ -308,6 +308,8 @@ func checkOne(ip netip.Addr, local bool) error {
 	switch {
 	case ip.IsUnspecified():
 		return fmt.Errorf("address %s is unspecified", ip)
+	case metadata(ip) != "" && ip.IsLinkLocalUnicast():
+		return fmt.Errorf("address %s is link-local: %s", ip, metadata(ip))
 	case metadata(ip) != "":
 		return fmt.Errorf("address %s is %s", ip, metadata(ip))
 	case ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast():
