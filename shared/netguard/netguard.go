@@ -110,12 +110,22 @@ var MetadataHosts = []string{
 }
 
 // ValidateURL checks a URL aegis will send requests to (an upstream server,
-// an issuer or its JWKS, a webhook) when it is registered or before it is
-// fetched. local is true only under aegis serve. Host names are not
+// an issuer, a webhook) when it is registered. local is true only under
+// aegis serve. Host names are not
 // resolved here; Control checks the addresses they resolve to at connect
 // time. The error says which rule was broken and is fit to show to the
 // operator who registered the URL.
-func ValidateURL(raw string, local bool) error {
+func ValidateURL(raw string, local bool) error { return validateURL(raw, local, local) }
+
+// ValidateFetchURL checks a URL about to be fetched by a client that
+// dials with Control (an issuer's discovery document, the jwks_uri it
+// names): every rule of ValidateURL but loopback, which is left to the
+// dial, where the client's own Control decides it (the aws-lambda-rie
+// harness's client may reach loopback over https; no deployed one may).
+func ValidateFetchURL(raw string, local bool) error { return validateURL(raw, local, true) }
+
+// validateURL applies the rules; local allows http, loopback loopback.
+func validateURL(raw string, local, loopback bool) error {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return fmt.Errorf("%q is not an absolute URL", raw)
@@ -134,7 +144,7 @@ func ValidateURL(raw string, local bool) error {
 	}
 	host := u.Hostname()
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return checkAddr(ip, local)
+		return checkAddr(ip, loopback)
 	}
 	if ip, numeric, ok := ipv4Notation(host); numeric {
 		if !ok {
@@ -144,7 +154,7 @@ func ValidateURL(raw string, local bool) error {
 	}
 	name := strings.ToLower(strings.TrimSuffix(host, "."))
 	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
-		if !local {
+		if !loopback {
 			return errors.New("loopback hosts are allowed only with aegis serve")
 		}
 		return nil

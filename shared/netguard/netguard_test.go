@@ -479,3 +479,28 @@ func TestMetadataDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateFetchURL: a URL about to be fetched is held to every rule
+// but loopback, which the dialing client's Control decides.
+func TestValidateFetchURL(t *testing.T) {
+	for _, tc := range []struct {
+		url   string
+		local bool
+		ok    bool
+	}{
+		{"https://127.0.0.1:8443/jwks", false, true},
+		{"https://localhost/jwks", false, true},
+		{"http://127.0.0.1:8443/jwks", false, false}, // http only with aegis serve
+		{"http://127.0.0.1:8443/jwks", true, true},
+		{"https://100.100.100.200/jwks", false, false},
+		{"https://[::ffff:169.254.169.254]/jwks", true, false},
+		{"https://2852039166/jwks", true, false},
+		{"https://metadata.google.internal./jwks", true, false},
+		{"https://u:p@idp.example/jwks", false, false},
+		{"https://idp.example/jwks", false, true},
+	} {
+		if err := ValidateFetchURL(tc.url, tc.local); (err == nil) != tc.ok {
+			t.Errorf("ValidateFetchURL(%q, local=%v) = %v; want ok=%v", tc.url, tc.local, err, tc.ok)
+		}
+	}
+}

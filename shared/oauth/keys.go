@@ -256,13 +256,13 @@ func discoveryURLs(issuer string) []string {
 }
 
 // getJSON GETs u within ctx's deadline, after checking it as every
-// outbound URL is (netguard.ValidateURL: the issuer's own, and the
-// jwks_uri its document names, which no operator typed; the addresses it
-// resolves to are checked again when dialed, netguard.Control in the HTTP
-// client), and decodes at most MaxDocumentBytes of JSON into v. status is
+// outbound URL is (netguard.ValidateFetchURL: the issuer's own, and the
+// jwks_uri its document names, which no operator typed; loopback, and the
+// addresses a name resolves to, are checked when dialed, netguard.Control
+// in the HTTP client), and decodes at most MaxDocumentBytes of JSON into v. status is
 // the response's status when one came.
 func (c *keyCache) getJSON(ctx context.Context, u string, v any) (status int, err error) {
-	if err := netguard.ValidateURL(u, c.o.Local); err != nil {
+	if err := netguard.ValidateFetchURL(u, c.o.Local); err != nil {
 		return 0, fmt.Errorf("GET %s: %w", u, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
