@@ -38,7 +38,7 @@ func TestAdminPinsCLI(t *testing.T) {
 		t.Fatalf("pins list before any pin:\n%s", out)
 	}
 	out := ok("pins", "pin", "--tenant", "acme", "--server", "demo", "--tool", "echo", "--by", "ops")
-	if !strings.Contains(out, "pinned echo on demo") || !strings.Contains(out, "sha256:") || !strings.Contains(out, "ops via admin-key") {
+	if !strings.Contains(out, "pinned tool echo on demo") || !strings.Contains(out, "v2:sha256:") || !strings.Contains(out, "ops via admin-key") {
 		t.Fatalf("pins pin:\n%s", out)
 	}
 	list := ok("pins", "list", "--tenant", "acme", "--server", "demo")
@@ -58,7 +58,10 @@ func TestAdminPinsCLI(t *testing.T) {
 	if code, _, errs := runCLI(t, "pins", "pin", "--tenant", "acme", "--server", "demo", "--tool", "not-listed", u); code != 1 || !strings.Contains(errs, "hash") {
 		t.Fatalf("pin of an unlisted tool without --hash: exit %d %s", code, errs)
 	}
-	ok("pins", "pin", "--tenant", "acme", "--server", "demo", "--tool", "not-listed", "--hash", "sha256:00")
+	if code, _, errs := runCLI(t, "pins", "pin", "--tenant", "acme", "--server", "demo", "--tool", "not-listed", "--hash", "sha256:00", u); code != 1 || !strings.Contains(errs, "hash") {
+		t.Fatalf("pin of a malformed hash: exit %d %s", code, errs)
+	}
+	ok("pins", "pin", "--tenant", "acme", "--server", "demo", "--tool", "not-listed", "--hash", "v2:sha256:"+strings.Repeat("0", 64))
 	if code, _, _ := runCLI(t, "pins", "pin", "--tenant", "acme", u); code != 2 {
 		t.Fatalf("pin without --server and --tool: exit %d, want 2", code)
 	}
