@@ -5,19 +5,27 @@
 // Request side (slot "content", before approval, so that nobody is asked
 // to approve a call that would be blocked), in this order:
 //
-//  1. Tool poisoning: the called tool's definition, as its server listed
-//     it, is checked by route.Inspector (the threat detectors over every
+//  1. Tool poisoning: the definition of what the request names, as its
+//     server listed it (a tool's, pipeline.Call.ToolDef; for the reads a
+//     prompt's, resource's or resource template's, pipeline.Call.Listed)
+//     is checked by route.Inspector (the threat detectors over every
 //     string of it; a verdict per definition). Under THREAT_MODE=block a
-//     poisoned tool is refused with -32051 TOOL_POISONING (data: server,
-//     tool, rule, rules); monitor records and logs. The same verdict
-//     hides the tool from tools/list under block (Check.Visible).
-//     Rug pulls, with Options.Pins: each tool is pinned per tenant and
-//     server by its canonical hash (registry.CanonicalTool) the first
+//     poisoned one is refused with -32051 TOOL_POISONING (data: server,
+//     tool, rule, rules; a prompt, resource or template named in tool as
+//     "prompt:NAME", "resource:URI", "template:URITEMPLATE"); monitor
+//     records and logs. The same verdict hides the entry from its list
+//     (tools/list, prompts/list, resources/list,
+//     resources/templates/list) under block (Check.Visible).
+//     Rug pulls, with Options.Pins: each entry is pinned per tenant,
+//     server and kind by its canonical hash (registry.Canonical; a pin
+//     of the legacy format that approves the definition is rewritten in
+//     the current one, registry.PinApproves) the first
 //     time it is listed or called (trust on first use); a definition
 //     that differs from its pin is refused with -32051 (data: server,
 //     tool, rule "definition-changed", pinned, new) and left out of
 //     tools/list under block until an operator pins it again; monitor
-//     lists, lets it on, records and logs. A tool without a pin is held
+//     lists, lets it on, records and logs. A tool (never a prompt,
+//     resource or template) without a pin is held
 //     for review instead of pinned when its tenant says so
 //     (registry.Tenant.NewTools "hold"), and under either setting when
 //     it looks like a pinned tool its server no longer lists, renamed

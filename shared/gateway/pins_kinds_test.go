@@ -478,3 +478,19 @@ func (r *kindsRig) listed(t *testing.T, kind, name string) json.RawMessage {
 	t.Fatalf("%s not listed", name)
 	return nil
 }
+
+// TestPromptArgumentsEgress: the content stage runs for the reads too (it
+// judges their definitions), so a prompts/get's arguments get the same
+// egress scan as a tools/call's: a card number is refused -32053 and
+// never reaches the upstream.
+func TestPromptArgumentsEgress(t *testing.T) {
+	r := newKindsRig(t, memstore.New(), "block")
+	r.connect(t)
+	_, err := r.cs.GetPrompt(context.Background(), &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"who": "4111 1111 1111 1111"}})
+	if d := refusalData(t, err, -32053); d["kinds"] == nil {
+		t.Fatalf("data %v", d)
+	}
+	if n := r.up.Hits("prompt:greet"); n != 0 {
+		t.Fatalf("upstream got the prompt %d times", n)
+	}
+}

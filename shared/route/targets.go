@@ -70,8 +70,9 @@ func targetOf(c *pipeline.Call) (target, bool) {
 }
 
 // resolveTarget routes a read or subscription to the server that has its
-// prompt or resource, and fills in c.Server, c.Target, c.Tool and
-// c.UpstreamTool. A prompt is found by its exposed name (or
+// prompt or resource, and fills in c.Server, c.Target, c.Tool,
+// c.UpstreamTool and c.Listed (the prompt, resource or resource template
+// it was found by, for the content check). A prompt is found by its exposed name (or
 // "server.name") in the prompt catalog; a resource by its uri in the
 // resource catalog, else by a resource template of one server that
 // matches it (matchTemplate), else by "server.uri" naming a server whose
