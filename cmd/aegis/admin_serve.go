@@ -55,7 +55,7 @@ func mountAdmin(gw *gateway.Gateway, b backend.Backend, log *slog.Logger, o ops)
 		}
 		return mux, "admin API and /metrics off: set " + envAdminKey + " (24+ characters, e.g. `aegis admin new-key`) to serve them", nil
 	}
-	h, err := admin.New(b, &admin.Options{AdminKey: key, Catalog: gw.Catalog(), LocalMode: true, Logger: log, KillSwitchRefresh: o.killSwitchRefresh})
+	h, err := admin.New(b, &admin.Options{AdminKey: key, Catalog: gw.Catalog(), Listings: admin.ListingsOf(gw.Catalogs()), LocalMode: true, Logger: log, KillSwitchRefresh: o.killSwitchRefresh})
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", envAdminKey, err)
 	}

@@ -71,11 +71,11 @@ func commandTree() *command {
 				{name: "put", summary: "store FILE (- for stdin) as the tenant's whole policy set", args: "FILE", run: leaf(cmdPolicy, "put")},
 				{name: "get", summary: "print the tenant's stored policy set and its hash", run: leaf(cmdPolicy, "get")},
 			}},
-			{name: "pins", summary: "list, diff, pin and unpin tool definitions (rug pulls); new-tools: pin or hold", subs: []*command{
+			{name: "pins", summary: "list, diff, pin and unpin the definitions of tools, prompts, resources and templates (rug pulls); new-tools: pin or hold", subs: []*command{
 				{name: "list", summary: "list pins, with what changed since each was made", run: leaf(cmdPins, "list")},
-				{name: "diff", summary: "show a tool's pinned and current definitions", run: leaf(cmdPins, "diff")},
-				{name: "pin", summary: "pin a tool's definition as its server lists it now (or --hash)", run: leaf(cmdPins, "pin")},
-				{name: "unpin", summary: "drop a pin; the next listing pins the tool again", run: leaf(cmdPins, "unpin")},
+				{name: "diff", summary: "show the pinned and current definitions of a --tool, --prompt, --resource or --template", run: leaf(cmdPins, "diff")},
+				{name: "pin", summary: "pin a definition as its server lists it now (or --hash)", run: leaf(cmdPins, "pin")},
+				{name: "unpin", summary: "drop a pin; the next listing pins the entry again", run: leaf(cmdPins, "unpin")},
 				{name: "new-tools", summary: "show or --set what happens to a tool not pinned yet: pin (trust on first use) or hold (await a pin)", run: leaf(cmdPins, "new-tools")},
 			}},
 			{name: "console", summary: "serve the web console on this machine for a deployed stack (signs with your AWS credentials)", run: cmdConsole},

@@ -58,6 +58,12 @@ type Options struct {
 	// it and refuses names that match no tool. nil (the AdminFunction,
 	// which cannot reach upstreams): a tool stop must say "unlisted".
 	Catalog Catalog
+	// Listings are the tenants' other catalogs, by pin kind
+	// (registry.PinPrompt, PinResource, PinTemplate; the gateway's,
+	// gateway.Gateway.Catalogs), for the pins review: a kind without
+	// one shows its pins without what its servers list now, and pinning
+	// one of its entries needs the hash.
+	Listings map[string]Catalog
 
 	// KillSwitchRefresh is how long a stop or resume takes to be in force on
 	// every instance: KILL_SWITCH_REFRESH_SECS, each instance's re-read

@@ -5,19 +5,27 @@
 // Request side (slot "content", before approval, so that nobody is asked
 // to approve a call that would be blocked), in this order:
 //
-//  1. Tool poisoning: the called tool's definition, as its server listed
-//     it, is checked by route.Inspector (the threat detectors over every
+//  1. Tool poisoning: the definition of what the request names, as its
+//     server listed it (a tool's, pipeline.Call.ToolDef; for the reads a
+//     prompt's, resource's or resource template's, pipeline.Call.Listed)
+//     is checked by route.Inspector (the threat detectors over every
 //     string of it; a verdict per definition). Under THREAT_MODE=block a
-//     poisoned tool is refused with -32051 TOOL_POISONING (data: server,
-//     tool, rule, rules); monitor records and logs. The same verdict
-//     hides the tool from tools/list under block (Check.Visible).
-//     Rug pulls, with Options.Pins: each tool is pinned per tenant and
-//     server by its canonical hash (registry.CanonicalTool) the first
+//     poisoned one is refused with -32051 TOOL_POISONING (data: server,
+//     tool, rule, rules; a prompt, resource or template named in tool as
+//     "prompt:NAME", "resource:URI", "template:URITEMPLATE"); monitor
+//     records and logs. The same verdict hides the entry from its list
+//     (tools/list, prompts/list, resources/list,
+//     resources/templates/list) under block (Check.Visible).
+//     Rug pulls, with Options.Pins: each entry is pinned per tenant,
+//     server and kind by its canonical hash (registry.Canonical; a pin
+//     of the legacy format that approves the definition is rewritten in
+//     the current one, registry.PinApproves) the first
 //     time it is listed or called (trust on first use); a definition
 //     that differs from its pin is refused with -32051 (data: server,
 //     tool, rule "definition-changed", pinned, new) and left out of
 //     tools/list under block until an operator pins it again; monitor
-//     lists, lets it on, records and logs. A tool without a pin is held
+//     lists, lets it on, records and logs. A tool (never a prompt,
+//     resource or template) without a pin is held
 //     for review instead of pinned when its tenant says so
 //     (registry.Tenant.NewTools "hold"), and under either setting when
 //     it looks like a pinned tool its server no longer lists, renamed
@@ -68,6 +76,7 @@ package content
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -278,43 +287,83 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	return nil
 }
 
-// tool checks the called tool's definition (c.ToolDef, set by routing):
-// -32051 under THREAT_MODE=block for a poisoned one; monitor records and
-// logs it.
+// subject is what the definition checks judge: a tool (c.ToolDef) or a
+// prompt, resource or resource template (c.Listed), by its pin's key,
+// its definition as its server lists it, and its name as the refusal, the
+// audit record and the log name it: a tool's name, or the entry's kind
+// and name ("prompt:greet", "resource:file:///a.txt",
+// "template:file:///{path}").
+type subject struct {
+	key  entryKey
+	def  json.RawMessage
+	name string
+}
+
+// subjectOf is what c names: its tool (called tool, as its server names
+// it) or its listed entry; ok is false for neither.
+func subjectOf(c *pipeline.Call, tool string) (s subject, ok bool) {
+	if len(c.ToolDef) > 0 {
+		return subject{entryKey{registry.PinTool, tool}, c.ToolDef, tool}, true
+	}
+	if l := c.Listed; len(l.Def) > 0 {
+		return subject{entryKey{l.Kind, l.Name}, l.Def, l.Kind + ":" + l.Name}, true
+	}
+	return subject{}, false
+}
+
+// list is the listing s is in, for log lines.
+func (s subject) list() string {
+	switch s.key.kind {
+	case registry.PinPrompt:
+		return "prompts/list"
+	case registry.PinResource:
+		return "resources/list"
+	case registry.PinTemplate:
+		return "resources/templates/list"
+	}
+	return "tools/list"
+}
+
+// tool checks the definition of what c names (c.ToolDef or c.Listed, set
+// by routing): -32051 under THREAT_MODE=block for a poisoned one, one
+// that changed since it was pinned or one held for review; monitor
+// records and logs it.
 func (k *Check) tool(ctx context.Context, c *pipeline.Call, a registry.ContentActions) error {
-	if len(c.ToolDef) == 0 {
+	sub, ok := subjectOf(c, c.UpstreamTool)
+	if !ok {
 		return nil
 	}
-	v := k.o.Inspector.Inspect(c.ToolDef)
+	v := k.o.Inspector.InspectKind(sub.key.kind, sub.def)
 	server := ""
 	if c.Server != nil {
 		server = c.Server.Name
 	}
+	kind := registry.PinKindName(sub.key.kind)
 	act := audit.ActionLogged
 	if a.Threat == block {
 		act = audit.ActionBlocked
 	}
-	pv, err := k.pins.check(ctx, c.Tenant.ID, server, c.UpstreamTool, v, c.Tenant.HoldsNewTools())
+	pv, err := k.pins.check(ctx, c.Tenant.ID, server, sub.key, v, c.Tenant.HoldsNewTools())
 	if err != nil {
 		// Fail open for pins alone: the poisoning check below needs no
 		// store, and a store outage must not stop every call.
-		k.o.Logger.WarnContext(ctx, "pins unreadable; definition not compared with its pin", "tenant", c.Tenant.ID, "server", server, "tool", c.UpstreamTool, "err", err)
+		k.o.Logger.WarnContext(ctx, "pin store failed; definition not compared with its pin", "tenant", c.Tenant.ID, "server", server, "tool", sub.name, "err", err)
 	}
 	switch pv.state {
 	case pinChanged:
 		c.Found(audit.Finding{At: audit.AtTool, Kind: KindRugPull, Rule: RuleChangedSpec, Action: act})
-		attrs := []any{"tenant", c.Tenant.ID, "server", server, "tool", c.UpstreamTool, "pinned", pv.pinned, "new", v.PinHash}
+		attrs := []any{"tenant", c.Tenant.ID, "server", server, "tool", sub.name, "pinned", pv.pinned, "new", v.PinHash}
 		if a.Threat == block {
-			k.o.Logger.WarnContext(ctx, "tool definition changed since it was pinned; call refused (THREAT_MODE=block)", attrs...)
-			return refusal.RugPull(server, c.UpstreamTool, pv.pinned, v.PinHash)
+			k.o.Logger.WarnContext(ctx, kind+" definition changed since it was pinned; call refused (THREAT_MODE=block)", attrs...)
+			return refusal.RugPull(server, sub.name, pv.pinned, v.PinHash)
 		}
-		k.o.Logger.WarnContext(ctx, "tool definition changed since it was pinned; call let through (THREAT_MODE=monitor)", attrs...)
+		k.o.Logger.WarnContext(ctx, kind+" definition changed since it was pinned; call let through (THREAT_MODE=monitor)", attrs...)
 	case pinHeld:
 		c.Found(audit.Finding{At: audit.AtTool, Kind: KindRugPull, Rule: RuleHeld, Action: act})
-		attrs := heldAttrs(c.Tenant.ID, server, c.UpstreamTool, v, pv)
+		attrs := heldAttrs(c.Tenant.ID, server, sub.name, v, pv)
 		if a.Threat == block {
 			k.o.Logger.WarnContext(ctx, "tool held for review; call refused (THREAT_MODE=block)", attrs...)
-			return refusal.Held(server, c.UpstreamTool, v.PinHash, pv.renamedFrom)
+			return refusal.Held(server, sub.name, v.PinHash, pv.renamedFrom)
 		}
 		k.o.Logger.WarnContext(ctx, "tool held for review; call let through (THREAT_MODE=monitor)", attrs...)
 	}
@@ -325,49 +374,53 @@ func (k *Check) tool(ctx context.Context, c *pipeline.Call, a registry.ContentAc
 		c.Found(audit.Finding{At: audit.AtTool, Kind: f.Kind.String(), Rule: f.Rule, Action: act})
 	}
 	if a.Threat == block {
-		k.o.Logger.WarnContext(ctx, "poisoned tool definition; call refused (THREAT_MODE=block)", k.o.poisonAttrs(c.Tenant.ID, server, c.UpstreamTool, v)...)
-		return refusal.Poisoned(server, c.UpstreamTool, v.Rules)
+		k.o.Logger.WarnContext(ctx, "poisoned "+kind+" definition; call refused (THREAT_MODE=block)", k.o.poisonAttrs(c.Tenant.ID, server, sub.name, v)...)
+		return refusal.Poisoned(server, sub.name, v.Rules)
 	}
-	k.o.Logger.WarnContext(ctx, "poisoned tool definition; call let through (THREAT_MODE=monitor)", k.o.poisonAttrs(c.Tenant.ID, server, c.UpstreamTool, v)...)
+	k.o.Logger.WarnContext(ctx, "poisoned "+kind+" definition; call let through (THREAT_MODE=monitor)", k.o.poisonAttrs(c.Tenant.ID, server, sub.name, v)...)
 	return nil
 }
 
-// Visible implements pipeline.Filter: under THREAT_MODE=block a tool whose
-// definition (c.ToolDef, as its server lists it) is poisoned is left out
-// of tools/list; under monitor it is listed. Either way it is logged the
-// first time this process meets that definition.
+// Visible implements pipeline.Filter: under THREAT_MODE=block an entry of
+// a listing (a tool, c.ToolDef; a prompt, resource or resource template,
+// c.Listed; as its server lists it) whose definition is poisoned, changed
+// since it was pinned or held for review is left out of its list; under
+// monitor it is listed. Either way it is logged the first time this
+// process meets that definition.
 func (k *Check) Visible(ctx context.Context, c *pipeline.Call, server *registry.Server, tool string) bool {
-	if len(c.ToolDef) == 0 {
+	sub, ok := subjectOf(c, tool)
+	if !ok {
 		return true
 	}
-	v := k.o.Inspector.Inspect(c.ToolDef)
+	v := k.o.Inspector.InspectKind(sub.key.kind, sub.def)
 	mode := actions(k.o.Defaults, c.Tenant).Threat
 	name := ""
 	if server != nil {
 		name = server.Name
 	}
-	pv, err := k.pins.check(ctx, c.Tenant.ID, name, tool, v, c.Tenant.HoldsNewTools())
+	kind := registry.PinKindName(sub.key.kind)
+	pv, err := k.pins.check(ctx, c.Tenant.ID, name, sub.key, v, c.Tenant.HoldsNewTools())
 	switch {
 	case err != nil:
-		k.o.Logger.WarnContext(ctx, "pins unreadable; definition not compared with its pin", "tenant", c.Tenant.ID, "server", name, "tool", tool, "err", err)
+		k.o.Logger.WarnContext(ctx, "pin store failed; definition not compared with its pin", "tenant", c.Tenant.ID, "server", name, "tool", sub.name, "err", err)
 	case pv.state == pinChanged:
-		if k.pins.firstReport(c.Tenant.ID, name, tool, v.PinHash) {
-			msg := "tool definition changed since it was pinned; listed (THREAT_MODE=monitor)"
+		if k.pins.firstReport(c.Tenant.ID, name, sub.key, v.PinHash) {
+			msg := kind + " definition changed since it was pinned; listed (THREAT_MODE=monitor)"
 			if mode == block {
-				msg = "tool definition changed since it was pinned; left out of tools/list until it is pinned again (THREAT_MODE=block)"
+				msg = kind + " definition changed since it was pinned; left out of " + sub.list() + " until it is pinned again (THREAT_MODE=block)"
 			}
-			k.o.Logger.WarnContext(ctx, msg, "tenant", c.Tenant.ID, "server", name, "tool", tool, "pinned", pv.pinned, "new", v.PinHash)
+			k.o.Logger.WarnContext(ctx, msg, "tenant", c.Tenant.ID, "server", name, "tool", sub.name, "pinned", pv.pinned, "new", v.PinHash)
 		}
 		if mode == block {
 			return false
 		}
 	case pv.state == pinHeld:
-		if k.pins.firstReport(c.Tenant.ID, name, tool, v.PinHash) {
+		if k.pins.firstReport(c.Tenant.ID, name, sub.key, v.PinHash) {
 			msg := "tool held for review; listed (THREAT_MODE=monitor)"
 			if mode == block {
 				msg = "tool held for review; left out of tools/list until an operator pins it (THREAT_MODE=block)"
 			}
-			k.o.Logger.WarnContext(ctx, msg, heldAttrs(c.Tenant.ID, name, tool, v, pv)...)
+			k.o.Logger.WarnContext(ctx, msg, heldAttrs(c.Tenant.ID, name, sub.name, v, pv)...)
 		}
 		if mode == block {
 			return false
@@ -377,11 +430,11 @@ func (k *Check) Visible(ctx context.Context, c *pipeline.Call, server *registry.
 		return true
 	}
 	if v.FirstReport() {
-		msg := "poisoned tool definition; listed (THREAT_MODE=monitor)"
+		msg := "poisoned " + kind + " definition; listed (THREAT_MODE=monitor)"
 		if mode == block {
-			msg = "poisoned tool definition; left out of tools/list (THREAT_MODE=block)"
+			msg = "poisoned " + kind + " definition; left out of " + sub.list() + " (THREAT_MODE=block)"
 		}
-		k.o.Logger.WarnContext(ctx, msg, k.o.poisonAttrs(c.Tenant.ID, name, tool, v)...)
+		k.o.Logger.WarnContext(ctx, msg, k.o.poisonAttrs(c.Tenant.ID, name, sub.name, v)...)
 	}
 	return mode != block
 }

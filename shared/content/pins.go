@@ -3,8 +3,8 @@ package content
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -35,8 +35,9 @@ const (
 )
 
 // pins is the rug-pull check's view of the pin store: the pins of each
-// tenant's server, read at most every refresh, and those this process
-// made since (trust on first use). It is safe for concurrent use.
+// tenant's server (tools, prompts, resources and templates), read at most
+// every refresh, and those this process made since (trust on first use).
+// It is safe for concurrent use.
 type pins struct {
 	store   registry.PinStore
 	refresh time.Duration
@@ -55,14 +56,22 @@ type pins struct {
 
 type serverKey struct{ tenant, server string }
 
-type reportKey struct{ tenant, server, tool, hash string }
+// entryKey names one entry of a server's lists: its kind
+// (registry.PinKinds) and its name there.
+type entryKey struct{ kind, name string }
+
+type reportKey struct {
+	tenant, server string
+	entry          entryKey
+	hash           string
+}
 
 // serverPins is one server's pins as last read. Its maps are guarded by
 // pins.mu.
 type serverPins struct {
 	read   time.Time
 	failed time.Time // when a re-read last failed; zero after a good one
-	pins   map[string]registry.Pin
+	pins   map[entryKey]registry.Pin
 	bytes  int
 	// renames are the rename checks of tools without a pin, by tool and
 	// hash: the pinned tool each looks like renamed, "" for none. Dropped
@@ -87,16 +96,19 @@ type pinVerdict struct {
 	renamedFrom string // pinHeld: the pinned tool it looks like, "" for none
 }
 
-// check judges v, tool's definition as listed now, against its pin. A
-// tool without a pin is held for review when hold is set (the tenant's
+// check judges v, the definition of e as listed now, against its pin. A
+// pin of the legacy format (registry.PinApproves) that approves v is
+// rewritten in the current format (SwapPin) and approves it. A tool
+// without a pin is held for review when hold is set (the tenant's
 // new_tools "hold") or when it looks like a pinned tool its server no
-// longer lists, renamed (registry.RenameOf); otherwise it is pinned at v
-// (trust on first use). A poisoned definition is never pinned nor held:
-// the poisoning check answers for it. err is the store's when the pins
-// could not be read and none were read before, or the first-use pin could
-// not be written (the last pins read stay in force through an outage);
-// callers then go on without the comparison.
-func (p *pins) check(ctx context.Context, tenant, server, tool string, v *route.Verdict, hold bool) (pinVerdict, error) {
+// longer lists, renamed (registry.RenameOf); otherwise, and for the other
+// kinds always, it is pinned at v (trust on first use). A poisoned
+// definition is never pinned nor held: the poisoning check answers for
+// it. err is the store's when the pins could not be read and none were
+// read before, or the first-use pin (or the upgrade) could not be written
+// (the last pins read stay in force through an outage); callers then go
+// on without the comparison.
+func (p *pins) check(ctx context.Context, tenant, server string, e entryKey, v *route.Verdict, hold bool) (pinVerdict, error) {
 	if p == nil || v.PinHash == "" {
 		return pinVerdict{}, nil
 	}
@@ -104,17 +116,26 @@ func (p *pins) check(ctx context.Context, tenant, server, tool string, v *route.
 	if err != nil {
 		return pinVerdict{}, err
 	}
+	tool := e.name
 	p.mu.Lock()
-	pin, ok := sp.pins[tool]
+	pin, ok := sp.pins[e]
 	from, checked := sp.renames[[2]string{tool, v.PinHash}]
 	p.mu.Unlock()
-	switch {
-	case ok && pin.Hash == v.PinHash:
-		return pinVerdict{}, nil
-	case ok:
+	if ok {
+		same, upgrade := registry.PinApproves(pin.Hash, v.PinHash, v.LegacyHash)
+		switch {
+		case upgrade:
+			return pinVerdict{}, p.upgrade(ctx, sp, e, pin, v)
+		case same:
+			return pinVerdict{}, nil
+		}
 		return pinVerdict{state: pinChanged, pinned: pin.Hash}, nil
-	case v.Poisoned():
+	}
+	if v.Poisoned() {
 		return pinVerdict{}, nil
+	}
+	if e.kind != registry.PinTool {
+		hold, checked = false, true // hold and the rename check are for tools
 	}
 	if !checked {
 		from = p.renameOf(ctx, tenant, server, tool, v, sp)
@@ -127,21 +148,45 @@ func (p *pins) check(ctx context.Context, tenant, server, tool string, v *route.
 	if from != "" || hold {
 		return pinVerdict{state: pinHeld, renamedFrom: from}, nil
 	}
-	pin, err = p.store.PinIfAbsent(ctx, registry.Pin{Tenant: tenant, Server: server, Tool: tool, Hash: v.PinHash, Def: v.Canon, By: registry.PinnedOnFirstUse, At: p.now()})
+	pin, err = p.store.PinIfAbsent(ctx, registry.Pin{Tenant: tenant, Server: server, Kind: e.kind, Tool: tool, Hash: v.PinHash, Def: v.Canon, By: registry.PinnedOnFirstUse, At: p.now()})
 	if err != nil {
 		return pinVerdict{}, err
 	}
-	p.mu.Lock()
-	if _, ok := sp.pins[tool]; !ok && p.bytes+len(pin.Def) <= maxPinBytes {
-		sp.pins[tool] = pin
-		sp.bytes += len(pin.Def)
-		p.bytes += len(pin.Def)
-	}
-	p.mu.Unlock()
-	if pin.Hash != v.PinHash { // another instance pinned another definition first
+	p.keep(sp, e, pin, false)
+	if same, _ := registry.PinApproves(pin.Hash, v.PinHash, v.LegacyHash); !same { // another instance pinned another definition first
 		return pinVerdict{state: pinChanged, pinned: pin.Hash}, nil
 	}
 	return pinVerdict{}, nil
+}
+
+// upgrade rewrites old, a legacy pin of e that approves v, in the current
+// format: v's hash and canonical form, pinned by the same person at the
+// same time (the approval is the same; only its form changes). The
+// store keeps an operator's pin made meanwhile (SwapPin), and whichever
+// pin is in force then is kept for sp.
+func (p *pins) upgrade(ctx context.Context, sp *serverPins, e entryKey, old registry.Pin, v *route.Verdict) error {
+	pin := old
+	pin.Hash, pin.Def = v.PinHash, v.Canon
+	got, err := p.store.SwapPin(ctx, old, pin)
+	if err != nil {
+		return fmt.Errorf("upgrading the legacy pin of %s: %w", e.name, err)
+	}
+	p.keep(sp, e, got, true)
+	return nil
+}
+
+// keep records pin as e's in sp: when e has none there yet, or over the
+// one there when replace is set; within the bytes bound.
+func (p *pins) keep(sp *serverPins, e entryKey, pin registry.Pin, replace bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old, had := sp.pins[e]
+	if had && !replace || p.bytes-len(old.Def)+len(pin.Def) > maxPinBytes {
+		return
+	}
+	sp.pins[e] = pin
+	sp.bytes += len(pin.Def) - len(old.Def)
+	p.bytes += len(pin.Def) - len(old.Def)
 }
 
 // renameOf returns the pinned tool of sp that tool, without a pin, looks
@@ -155,7 +200,9 @@ func (p *pins) renameOf(ctx context.Context, tenant, server, tool string, v *rou
 	p.mu.Lock()
 	list := make([]registry.Pin, 0, len(sp.pins))
 	for _, pin := range sp.pins {
-		list = append(list, pin)
+		if pin.Kind == registry.PinTool {
+			list = append(list, pin)
+		}
 	}
 	p.mu.Unlock()
 	if len(list) == 0 {
@@ -196,9 +243,9 @@ func (p *pins) server(ctx context.Context, tenant, server string) (*serverPins, 
 		p.mu.Unlock()
 		return sp, nil
 	}
-	read := &serverPins{read: now, pins: make(map[string]registry.Pin, len(list)), renames: map[[2]string]string{}}
+	read := &serverPins{read: now, pins: make(map[entryKey]registry.Pin, len(list)), renames: map[[2]string]string{}}
 	for _, pin := range list {
-		read.pins[pin.Tool] = pin
+		read.pins[entryKey{pin.Kind, pin.Tool}] = pin
 		read.bytes += len(pin.Def)
 	}
 	p.mu.Lock()
@@ -226,10 +273,10 @@ func (p *pins) server(ctx context.Context, tenant, server string) (*serverPins, 
 
 // firstReport reports true the first time a changed or held definition is
 // met.
-func (p *pins) firstReport(tenant, server, tool, hash string) bool {
+func (p *pins) firstReport(tenant, server string, e entryKey, hash string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	k := reportKey{tenant, server, tool, hash}
+	k := reportKey{tenant, server, e, hash}
 	if p.reported[k] {
 		return false
 	}
@@ -240,7 +287,7 @@ func (p *pins) firstReport(tenant, server, tool, hash string) bool {
 	return true
 }
 
-// sortPins sorts pins by tool.
+// sortPins sorts pins as the store lists them.
 func sortPins(list []registry.Pin) {
-	slices.SortFunc(list, func(a, b registry.Pin) int { return strings.Compare(a.Tool, b.Tool) })
+	slices.SortFunc(list, registry.ComparePins)
 }

@@ -44,12 +44,13 @@ func (g *Gateway) list(ctx context.Context, w http.ResponseWriter, ep endpoint, 
 	out = append(out, `{"`+l.member+`":[`...)
 	n := 0
 	for _, e := range view {
+		// What pipeline.Filter reads of the listed entry: a tool's
+		// definition, or a prompt's, resource's or template's.
 		name := e.Tool.Name
-		c.ToolDef = e.Tool.Def // what pipeline.Filter reads of the listed tool
+		c.ToolDef, c.Listed = e.Tool.Def, pipeline.Listed{}
 		if l.kind != "" {
-			// Prompts and resources are not tool definitions: the
-			// content filter's poisoning and pinning rules are for tools.
 			name, c.ToolDef = route.Named(l.kind, name), nil
+			c.Listed = pipeline.Listed{Kind: l.pin, Name: e.Tool.Name, Def: e.Tool.Def}
 		}
 		if !g.pipe.Visible(ctx, c, e.Server, name) {
 			continue
@@ -70,25 +71,25 @@ func (g *Gateway) list(ctx context.Context, w http.ResponseWriter, ep endpoint, 
 }
 
 // listKind is one of the lists: its catalog, the result's array member,
-// each entry's name member, and the route.Named kind of its entries ("":
-// tools).
+// each entry's name member, the route.Named kind of its entries ("":
+// tools) and their pin kind (registry.PinKinds).
 type listKind struct {
 	cat         *route.Catalog
 	member, key string
-	kind        string
+	kind, pin   string
 }
 
 // lists are the list methods and what answers each.
 func (g *Gateway) listOf(method string) (listKind, bool) {
 	switch method {
 	case "tools/list":
-		return listKind{g.cats.Tools, "tools", "name", ""}, true
+		return listKind{g.cats.Tools, "tools", "name", "", registry.PinTool}, true
 	case "prompts/list":
-		return listKind{g.cats.Prompts, "prompts", "name", route.KindPrompt}, true
+		return listKind{g.cats.Prompts, "prompts", "name", route.KindPrompt, registry.PinPrompt}, true
 	case "resources/list":
-		return listKind{g.cats.Resources, "resources", "uri", route.KindResource}, true
+		return listKind{g.cats.Resources, "resources", "uri", route.KindResource, registry.PinResource}, true
 	case "resources/templates/list":
-		return listKind{g.cats.Templates, "resourceTemplates", "uriTemplate", route.KindResource}, true
+		return listKind{g.cats.Templates, "resourceTemplates", "uriTemplate", route.KindResource, registry.PinTemplate}, true
 	}
 	return listKind{}, false
 }

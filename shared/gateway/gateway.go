@@ -223,6 +223,11 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 // the same names a call is.
 func (g *Gateway) Catalog() *route.Catalog { return g.cat }
 
+// Catalogs returns every catalog the gateway lists and routes with
+// (tools, prompts, resources, templates), for the admin API's pins review
+// (admin.ListingsOf).
+func (g *Gateway) Catalogs() route.Catalogs { return g.cats }
+
 // ServeHTTP implements http.Handler. Every request has a deadline,
 // UPSTREAM_TIMEOUT_SECS + Options.StoreMargin from its arrival (see
 // DefaultStoreMargin); its context is also cancelled when the client

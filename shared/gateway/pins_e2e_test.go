@@ -165,7 +165,7 @@ func (r *pinsRig) pin(t *testing.T, tool string) admin.PinAnswer {
 	t.Helper()
 	var ans admin.PinAnswer
 	adminDo(t, http.MethodPost, r.adminURL+"/servers/tools/tools/"+tool+"/pin", r.adminKey, `{"by":"ops"}`, &ans)
-	if !ans.Pinned || ans.Pin.Tool != tool || !strings.HasPrefix(ans.Pin.Hash, "sha256:") {
+	if !ans.Pinned || ans.Pin.Tool != tool || !strings.HasPrefix(ans.Pin.Hash, registry.PinHashPrefix) {
 		t.Fatalf("pin %s: %+v", tool, ans)
 	}
 	return ans
@@ -288,7 +288,7 @@ func TestPinsHoldAndRename(t *testing.T) {
 			}
 			_, err := callTool(cs, "echo")
 			d := refusalData(t, err, -32051)
-			if d["rule"] != "held-for-review" || d["tool"] != "echo" || d["server"] != "tools" || !strings.Contains(d["reason"].(string), "review") || d["renamed_from"] != nil || !strings.HasPrefix(d["new"].(string), "sha256:") {
+			if d["rule"] != "held-for-review" || d["tool"] != "echo" || d["server"] != "tools" || !strings.Contains(d["reason"].(string), "review") || d["renamed_from"] != nil || !strings.HasPrefix(d["new"].(string), registry.PinHashPrefix) {
 				t.Fatalf("instance %d: data %v", i+1, d)
 			}
 		}

@@ -62,7 +62,7 @@ var stages = [...]stage{
 	{slot: pipeline.Policy, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return policycheck.New(g.b, g.reg, g.b, &policycheck.Options{Refresh: g.o.Settings.PolicyRefresh, Now: g.o.Now, Logger: g.o.Logger})
 	}},
-	{slot: pipeline.Content, scope: pipeline.ToolCall, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
+	{slot: pipeline.Content, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return g.content.check
 	}},
 	{slot: pipeline.Approval, scope: pipeline.ToolCall, mode: pipeline.FailClosed, unavailable: approval.Unavailable, check: func(g *Gateway) pipeline.Check {

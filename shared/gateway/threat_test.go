@@ -401,7 +401,7 @@ func TestThreatRugPull(t *testing.T) {
 			t.Fatalf("data %v, want pinned %s", d, first)
 		}
 		current, _ := d["new"].(string)
-		if !strings.HasPrefix(current, "sha256:") || current == first {
+		if !strings.HasPrefix(current, registry.PinHashPrefix) || current == first {
 			t.Fatalf("data.new %q", current)
 		}
 		if n := up.Calls("echo"); n != 1 {

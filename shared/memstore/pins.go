@@ -2,7 +2,7 @@ package memstore
 
 import (
 	"context"
-	"sort"
+	"slices"
 	"sync"
 
 	"github.com/aegis-gw/aegis/shared/registry"
@@ -10,11 +10,13 @@ import (
 )
 
 // MaxPins caps the pins of all tenants; past it PinIfAbsent pins nothing
-// new (it returns p unstored, so the tool is judged on first use again
+// new (it returns p unstored, so the entry is judged on first use again
 // after a restart) and PutPin refuses with store.ErrConflict.
 const MaxPins = 100_000
 
-type pinKey struct{ tenant, server, tool string }
+type pinKey struct{ tenant, server, kind, name string }
+
+func keyOfPin(p registry.Pin) pinKey { return pinKey{p.Tenant, p.Server, p.Kind, p.Tool} }
 
 // pinTable is the pins (registry.PinStore), under its own lock.
 type pinTable struct {
@@ -32,12 +34,7 @@ func (s *Store) Pins(_ context.Context, tenant, server string) ([]registry.Pin, 
 			out = append(out, p)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Server != out[j].Server {
-			return out[i].Server < out[j].Server
-		}
-		return out[i].Tool < out[j].Tool
-	})
+	slices.SortFunc(out, registry.ComparePins)
 	return out, nil
 }
 
@@ -45,7 +42,7 @@ func (s *Store) Pins(_ context.Context, tenant, server string) ([]registry.Pin, 
 func (s *Store) PinIfAbsent(_ context.Context, p registry.Pin) (registry.Pin, error) {
 	s.pins.mu.Lock()
 	defer s.pins.mu.Unlock()
-	k := pinKey{p.Tenant, p.Server, p.Tool}
+	k := keyOfPin(p)
 	if old, ok := s.pins.m[k]; ok {
 		return old, nil
 	}
@@ -58,11 +55,27 @@ func (s *Store) PinIfAbsent(_ context.Context, p registry.Pin) (registry.Pin, er
 	return p, nil
 }
 
+// SwapPin implements registry.PinStore.
+func (s *Store) SwapPin(_ context.Context, old, p registry.Pin) (registry.Pin, error) {
+	s.pins.mu.Lock()
+	defer s.pins.mu.Unlock()
+	k := keyOfPin(p)
+	cur, ok := s.pins.m[k]
+	switch {
+	case !ok:
+		return registry.Pin{}, store.ErrNotFound
+	case keyOfPin(old) != k || cur.Hash != old.Hash || cur.By != old.By || !cur.At.Equal(old.At):
+		return cur, nil
+	}
+	s.pins.m[k] = p
+	return p, nil
+}
+
 // PutPin implements registry.PinStore.
 func (s *Store) PutPin(_ context.Context, p registry.Pin) error {
 	s.pins.mu.Lock()
 	defer s.pins.mu.Unlock()
-	k := pinKey{p.Tenant, p.Server, p.Tool}
+	k := keyOfPin(p)
 	if s.pins.m == nil {
 		s.pins.m = map[pinKey]registry.Pin{}
 	}
@@ -74,10 +87,10 @@ func (s *Store) PutPin(_ context.Context, p registry.Pin) error {
 }
 
 // DeletePin implements registry.PinStore.
-func (s *Store) DeletePin(_ context.Context, tenant, server, tool string) error {
+func (s *Store) DeletePin(_ context.Context, tenant, server, kind, name string) error {
 	s.pins.mu.Lock()
 	defer s.pins.mu.Unlock()
-	k := pinKey{tenant, server, tool}
+	k := pinKey{tenant, server, kind, name}
 	if _, ok := s.pins.m[k]; !ok {
 		return store.ErrNotFound
 	}

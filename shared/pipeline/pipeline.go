@@ -46,7 +46,14 @@ type Call struct {
 	Server          *registry.Server
 	UpstreamTool    string          // the tool's name on its server
 	ToolDef         json.RawMessage // the tool's definition as its server lists it
-	Settings        registry.ToolSettings
+	// Listed is what a read or subscription names, as its server lists
+	// it (set by routing; zero when its server does not list it and it
+	// is sent as named). While Visible is asked about an entry of
+	// prompts/list, resources/list or resources/templates/list, it is
+	// that entry, and ToolDef is nil. The content check judges it for
+	// poisoning and pins as it judges ToolDef.
+	Listed   Listed
+	Settings registry.ToolSettings
 	// Target is what a request other than tools/call names on its server,
 	// as that server knows it: a prompt's name or a resource's URI
 	// (resources/read, prompts/get, completion/complete,
@@ -123,6 +130,14 @@ type Call struct {
 	// Room for the usual few of each, so that registering them does not
 	// grow the slices (an allocation each time).
 	doneRoom, asyncRoom [4]func(audit.Outcome)
+}
+
+// Listed is one entry of a server's prompts/list, resources/list or
+// resources/templates/list.
+type Listed struct {
+	Kind string          // registry.PinPrompt, PinResource or PinTemplate
+	Name string          // its name there: a prompt's name, a resource's uri, a template's uriTemplate
+	Def  json.RawMessage // the entry as its server lists it
 }
 
 // Found records a content check's finding on the call, once per distinct

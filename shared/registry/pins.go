@@ -6,22 +6,31 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode"
 )
 
-// Pin is the approved definition of one tool of one tenant's server: the
-// defence against a rug pull, a server that changes a tool after it was
-// reviewed. A listed definition whose PinHash differs from its pin's Hash
-// is refused (-32051) and left out of tools/list until an operator pins it
-// again.
+// Pin is the approved definition of one tool, prompt, resource or resource
+// template of one tenant's server: the defence against a rug pull, a
+// server that changes what it offers after it was reviewed. A listed
+// definition whose hash differs from its pin's Hash is refused (-32051)
+// and left out of its listing until an operator pins it again.
 type Pin struct {
 	Tenant string `json:"tenant"`
 	Server string `json:"server"`
-	Tool   string `json:"tool"` // the tool's name as its server lists it
-	// Hash is PinHash of the pinned definition, and Def its canonical form
-	// (CanonicalTool), kept so that an operator sees what changed.
+	// Kind is what is pinned: PinTool ("", a tool: pins made before
+	// kinds existed carry none, and a tool's stored form is unchanged),
+	// PinPrompt, PinResource or PinTemplate.
+	Kind string `json:"kind,omitempty"`
+	// Tool is the pinned entry's name as its server lists it: a tool's
+	// or a prompt's name, a resource's uri, a template's uriTemplate.
+	Tool string `json:"tool"`
+	// Hash is the pinned definition's hash (Canonical; or, in a pin made
+	// before PinHashPrefix, the legacy form that PinApproves still
+	// reads), and Def its canonical form, kept so that an operator sees
+	// what changed.
 	Hash string          `json:"hash"`
 	Def  json.RawMessage `json:"def,omitempty"`
 	// By is who pinned it: PinnedOnFirstUse, or the operator's name.
@@ -33,58 +42,206 @@ type Pin struct {
 // listed the tool (trust on first use).
 const PinnedOnFirstUse = "first-use"
 
-// PinStore keeps the pins, shared by every gateway instance of a store.
-type PinStore interface {
-	// Pins lists tenant's pins, of server only when server is not "",
-	// sorted by server then tool.
-	Pins(ctx context.Context, tenant, server string) ([]Pin, error)
-	// PinIfAbsent stores p unless its tool has a pin already, and returns
-	// the pin in force: p, or the one that was there (whose Hash may
-	// differ). Two instances pinning at once agree on one pin.
-	PinIfAbsent(ctx context.Context, p Pin) (Pin, error)
-	// PutPin stores p, replacing the tool's pin (an operator re-pinning).
-	PutPin(ctx context.Context, p Pin) error
-	// DeletePin drops the tool's pin: store.ErrNotFound when there is
-	// none. The next listing pins the tool again on first use.
-	DeletePin(ctx context.Context, tenant, server, tool string) error
+// The kinds of pin (Pin.Kind), one per list a server answers.
+const (
+	PinTool     = ""         // tools/list
+	PinPrompt   = "prompt"   // prompts/list
+	PinResource = "resource" // resources/list
+	PinTemplate = "template" // resources/templates/list
+)
+
+// PinKinds are the kinds of pin, tools first.
+var PinKinds = []string{PinTool, PinPrompt, PinResource, PinTemplate}
+
+// PinKindName is kind as people read it ("tool" for PinTool).
+func PinKindName(kind string) string {
+	if kind == PinTool {
+		return "tool"
+	}
+	return kind
 }
 
-// CanonicalTool returns the canonical form of a tool definition for
-// pinning and its hash: an object of the definition's name, description,
-// inputSchema and annotations (the members that change what a model is
-// told and what it may send; a missing one is left out), re-encoded with
-// object keys sorted at every level and no insignificant space, so that
-// two servers listing the same tool with members in another order or other
-// spacing pin the same hash. The hash is "sha256:" and the hex SHA-256 of
-// the canonical form.
-func CanonicalTool(def json.RawMessage) (canon json.RawMessage, hash string, err error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(def, &m); err != nil {
+// PinKindPlural is kind as the admin API's paths name it: "tools",
+// "prompts", "resources" or "templates".
+func PinKindPlural(kind string) string { return PinKindName(kind) + "s" }
+
+// ParsePinKindPlural is the kind PinKindPlural names s; ok is false for
+// none.
+func ParsePinKindPlural(s string) (kind string, ok bool) {
+	for _, k := range PinKinds {
+		if PinKindPlural(k) == s {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// PinStore keeps the pins, shared by every gateway instance of a store. A
+// pin is keyed by tenant, server, kind and name (Tool).
+type PinStore interface {
+	// Pins lists tenant's pins of every kind, of server only when server
+	// is not "", sorted by server, then kind (PinKinds' order), then name.
+	Pins(ctx context.Context, tenant, server string) ([]Pin, error)
+	// PinIfAbsent stores p unless its entry has a pin already, and
+	// returns the pin in force: p, or the one that was there (whose Hash
+	// may differ). Two instances pinning at once agree on one pin.
+	PinIfAbsent(ctx context.Context, p Pin) (Pin, error)
+	// SwapPin replaces old, a pin as Pins read it, with p (the same key):
+	// the silent upgrade of a legacy pin (PinApproves). It writes only
+	// while the pin in force is still old as read, so that an operator's
+	// pin made meanwhile is kept, and returns the pin in force after it:
+	// p, or the other one; store.ErrNotFound when there is none.
+	SwapPin(ctx context.Context, old, p Pin) (Pin, error)
+	// PutPin stores p, replacing its entry's pin (an operator re-pinning).
+	PutPin(ctx context.Context, p Pin) error
+	// DeletePin drops the pin of tenant's server's entry of kind called
+	// name: store.ErrNotFound when there is none. The next listing pins
+	// it again on first use.
+	DeletePin(ctx context.Context, tenant, server, kind, name string) error
+}
+
+// ComparePins orders pins as PinStore.Pins lists them.
+func ComparePins(a, b Pin) int {
+	if c := strings.Compare(a.Server, b.Server); c != 0 {
+		return c
+	}
+	if c := pinKindRank(a.Kind) - pinKindRank(b.Kind); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Tool, b.Tool)
+}
+
+func pinKindRank(kind string) int {
+	for i, k := range PinKinds {
+		if k == kind {
+			return i
+		}
+	}
+	return len(PinKinds)
+}
+
+// PinHashPrefix starts every pin hash of the current format (version 2):
+// "v2:sha256:" and the hex SHA-256 of the canonical form (Canonical).
+// A hash without it is of the legacy format, "sha256:" and the hex
+// SHA-256 of a tool's name, description, inputSchema and annotations
+// (LegacyToolHash), which tool pins made before version 2 carry.
+const PinHashPrefix = "v2:sha256:"
+
+// legacyPinHashPrefix starts a legacy (version 1) pin hash.
+const legacyPinHashPrefix = "sha256:"
+
+// pinMembers are, per kind, the members of a definition that a pin
+// covers: every member a client shows to its user or its model, or that
+// changes what may be sent. Left out: _meta (not shown), a resource's
+// size (it changes with the content, which pins do not judge).
+var pinMembers = map[string][]string{
+	PinTool:     {"name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons"},
+	PinPrompt:   {"name", "title", "description", "arguments", "icons"},
+	PinResource: {"uri", "name", "title", "description", "mimeType", "annotations", "icons"},
+	PinTemplate: {"uriTemplate", "name", "title", "description", "mimeType", "annotations", "icons"},
+}
+
+// Canonical returns the canonical form of def, a definition of kind as
+// its server lists it, for pinning, and its hash: an object of the
+// members pinMembers names for kind (a missing one is left out),
+// re-encoded with object keys sorted at every level and no insignificant
+// space, so that two servers listing one definition with members in
+// another order or other spacing pin the same hash. The hash is
+// PinHashPrefix and the hex SHA-256 of the canonical form. An unknown
+// kind is an error.
+func Canonical(kind string, def json.RawMessage) (canon json.RawMessage, hash string, err error) {
+	members, ok := pinMembers[kind]
+	if !ok {
+		return nil, "", fmt.Errorf("registry: no pin kind %q", kind)
+	}
+	b, err := canonical(def, members)
+	if err != nil {
 		return nil, "", err
 	}
+	sum := sha256.Sum256(b)
+	return b, PinHashPrefix + hex.EncodeToString(sum[:]), nil
+}
+
+// CanonicalTool is Canonical of a tool definition.
+func CanonicalTool(def json.RawMessage) (canon json.RawMessage, hash string, err error) {
+	return Canonical(PinTool, def)
+}
+
+// LegacyToolHash is a tool definition's hash in the legacy format (see
+// PinHashPrefix): what a tool pinned before version 2 carries.
+func LegacyToolHash(def json.RawMessage) (string, error) {
+	b, err := canonical(def, []string{"name", "description", "inputSchema", "annotations"})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return legacyPinHashPrefix + hex.EncodeToString(sum[:]), nil
+}
+
+// PinApproves reports whether pinned, a pin's Hash, approves a definition
+// whose hash is hash (Canonical) and whose legacy hash is legacy
+// (LegacyToolHash; "" when there is none: not a tool). upgrade is set
+// when it approves it by its legacy hash: the pin is of the legacy format
+// and is to be rewritten in the current one (SwapPin). A legacy pin that
+// does not match the legacy hash is a change, as any other pin that does
+// not match.
+func PinApproves(pinned, hash, legacy string) (ok, upgrade bool) {
+	switch {
+	case pinned == hash:
+		return true, false
+	case legacy != "" && pinned == legacy && IsLegacyPinHash(pinned):
+		return true, true
+	}
+	return false, false
+}
+
+// ValidPinHash reports whether h is a pin hash of either format: its
+// prefix and 64 lower-case hex digits.
+func ValidPinHash(h string) bool {
+	hexPart, ok := strings.CutPrefix(h, PinHashPrefix)
+	if !ok {
+		hexPart, ok = strings.CutPrefix(h, legacyPinHashPrefix)
+	}
+	if !ok || len(hexPart) != 64 {
+		return false
+	}
+	for i := 0; i < len(hexPart); i++ {
+		if c := hexPart[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// IsLegacyPinHash reports whether h is of the legacy format.
+func IsLegacyPinHash(h string) bool {
+	return strings.HasPrefix(h, legacyPinHashPrefix)
+}
+
+// canonical picks members of def, an object, and re-encodes them.
+func canonical(def json.RawMessage, members []string) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(def, &m); err != nil {
+		return nil, err
+	}
 	if m == nil {
-		return nil, "", errors.New("registry: a tool definition is an object")
+		return nil, errors.New("registry: a definition is an object")
 	}
 	pick := map[string]any{}
-	for _, k := range []string{"name", "description", "inputSchema", "annotations"} {
+	for _, k := range members {
 		raw, ok := m[k]
 		if !ok {
 			continue
 		}
 		var v any
 		if err := json.Unmarshal(raw, &v); err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		pick[k] = v
 	}
 	// encoding/json sorts map keys and writes no space; numbers keep their
 	// float64 value (1.0 and 1 pin alike).
-	b, err := json.Marshal(pick)
-	if err != nil {
-		return nil, "", err
-	}
-	sum := sha256.Sum256(b)
-	return b, "sha256:" + hex.EncodeToString(sum[:]), nil
+	return json.Marshal(pick)
 }
 
 // RenameSimilarity is the Similarity at or above which a new tool is taken

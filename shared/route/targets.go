@@ -70,8 +70,9 @@ func targetOf(c *pipeline.Call) (target, bool) {
 }
 
 // resolveTarget routes a read or subscription to the server that has its
-// prompt or resource, and fills in c.Server, c.Target, c.Tool and
-// c.UpstreamTool. A prompt is found by its exposed name (or
+// prompt or resource, and fills in c.Server, c.Target, c.Tool,
+// c.UpstreamTool and c.Listed (the prompt, resource or resource template
+// it was found by, for the content check). A prompt is found by its exposed name (or
 // "server.name") in the prompt catalog; a resource by its uri in the
 // resource catalog, else by a resource template of one server that
 // matches it (matchTemplate), else by "server.uri" naming a server whose
@@ -87,25 +88,31 @@ func (k *Check) resolveTarget(ctx context.Context, c *pipeline.Call) error {
 		}
 		return k.sendAsNamed(ctx, c, target{kind: KindResource})
 	}
-	var cats []*Catalog
+	type list struct {
+		cat  *Catalog
+		kind string // registry.PinKinds
+	}
+	prompts, resources, templates := list{k.cats.Prompts, registry.PinPrompt}, list{k.cats.Resources, registry.PinResource}, list{k.cats.Templates, registry.PinTemplate}
+	var lists []list
 	switch {
 	case t.kind == KindPrompt:
-		cats = []*Catalog{k.cats.Prompts}
+		lists = []list{prompts}
 	case t.template:
-		cats = []*Catalog{k.cats.Templates, k.cats.Resources}
+		lists = []list{templates, resources}
 	default:
-		cats = []*Catalog{k.cats.Resources, k.cats.Templates}
+		lists = []list{resources, templates}
 	}
-	for _, cat := range cats {
-		if cat == nil {
+	for _, l := range lists {
+		if l.cat == nil {
 			continue
 		}
-		e, ok, _, err := cat.Resolve(ctx, c.Tenant.ID, c.RequestedServer, t.name)
+		e, ok, _, err := l.cat.Resolve(ctx, c.Tenant.ID, c.RequestedServer, t.name)
 		if err != nil {
 			return err
 		}
 		if ok {
 			set(c, t.kind, t.name, e.Server, e.Tool.Name)
+			c.Listed = pipeline.Listed{Kind: l.kind, Name: e.Tool.Name, Def: e.Tool.Def}
 			return nil
 		}
 	}
@@ -118,7 +125,7 @@ func (k *Check) resolveTarget(ctx context.Context, c *pipeline.Call) error {
 	if c.RequestedServer != "" {
 		return k.sendAsNamed(ctx, c, t)
 	}
-	return unknown(ctx, cats[0], c, t.kind, t.name)
+	return unknown(ctx, lists[0].cat, c, t.kind, t.name)
 }
 
 // unknown is the -32601 for a kind's name that the tenant's view does not
@@ -162,6 +169,7 @@ func (k *Check) byTemplate(ctx context.Context, c *pipeline.Call, t target) (boo
 	switch {
 	case len(hits) == 1:
 		set(c, t.kind, t.name, hits[0].Server, t.name)
+		c.Listed = pipeline.Listed{Kind: registry.PinTemplate, Name: hits[0].Tool.Name, Def: hits[0].Tool.Def}
 		return true, nil
 	case len(hits) > 1:
 		choices := make([]string, len(hits))
@@ -175,6 +183,7 @@ func (k *Check) byTemplate(ctx context.Context, c *pipeline.Call, t target) (boo
 		for _, e := range view {
 			if e.Server.Name == srv && matchTemplate(e.Tool.Name, rest) {
 				set(c, t.kind, t.name, e.Server, rest)
+				c.Listed = pipeline.Listed{Kind: registry.PinTemplate, Name: e.Tool.Name, Def: e.Tool.Def}
 				return true, nil
 			}
 		}

@@ -16,8 +16,9 @@ type NewPinStore func(t *testing.T) registry.PinStore
 
 // Pins is the contract of registry.PinStore, run on both stores: trust on
 // first use keeps the first pin, two pinning at once agree, an operator's
-// PutPin replaces, DeletePin forgets (store.ErrNotFound when absent), and
-// listing is per tenant, filtered by server, sorted.
+// PutPin replaces, DeletePin forgets (store.ErrNotFound when absent),
+// listing is per tenant, filtered by server, sorted; each kind of pin is
+// its own entry (PinKinds); SwapPin replaces only the pin as it was read.
 func Pins(t *testing.T, nps NewPinStore) {
 	s, c := nps(t), ctx(t)
 	def := json.RawMessage(`{"description":"Adds two numbers.","name":"add"}`)
@@ -70,10 +71,10 @@ func Pins(t *testing.T, nps NewPinStore) {
 	if list, err := s.Pins(c, "acme", "docs"); err != nil || !reflect.DeepEqual(list, []registry.Pin{other}) {
 		t.Fatalf("Pins(acme, docs) = %+v, %v", list, err)
 	}
-	if err := s.DeletePin(c, "acme", "tools", "add"); err != nil {
+	if err := s.DeletePin(c, "acme", "tools", registry.PinTool, "add"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeletePin(c, "acme", "tools", "add"); !errors.Is(err, store.ErrNotFound) {
+	if err := s.DeletePin(c, "acme", "tools", registry.PinTool, "add"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("DeletePin(absent) = %v, want store.ErrNotFound", err)
 	}
 	if got, err := s.PinIfAbsent(c, changed); err != nil || got.Hash != "sha256:bb" {
@@ -81,5 +82,52 @@ func Pins(t *testing.T, nps NewPinStore) {
 	}
 	if list, err := s.Pins(c, "beta", ""); err != nil || !reflect.DeepEqual(list, []registry.Pin{beta}) {
 		t.Fatalf("Pins(beta) = %+v, %v", list, err)
+	}
+	pinKinds(t, s)
+}
+
+// pinKinds: one name pinned as each kind is four pins, listed tools
+// first, deleted one by one; SwapPin replaces the pin as read and keeps
+// one that changed since.
+func pinKinds(t *testing.T, s registry.PinStore) {
+	c := ctx(t)
+	var want []registry.Pin
+	for i, kind := range registry.PinKinds {
+		p := registry.Pin{Tenant: "kinds", Server: "s", Kind: kind, Tool: "x#1", Hash: "v2:sha256:" + string(rune('a'+i)), By: registry.PinnedOnFirstUse, At: t0}
+		if got, err := s.PinIfAbsent(c, p); err != nil || !reflect.DeepEqual(got, p) {
+			t.Fatalf("PinIfAbsent(%q) = %+v, %v: another kind's pin taken for it", kind, got, err)
+		}
+		want = append(want, p)
+	}
+	if list, err := s.Pins(c, "kinds", "s"); err != nil || !reflect.DeepEqual(list, want) {
+		t.Fatalf("Pins(kinds) = %+v, %v; want one per kind, tools first", list, err)
+	}
+
+	legacy := registry.Pin{Tenant: "kinds", Server: "s", Tool: "old", Hash: "sha256:aa", Def: json.RawMessage(`{"name":"old"}`), By: "ops", At: t0}
+	if err := s.PutPin(c, legacy); err != nil {
+		t.Fatal(err)
+	}
+	read, err := s.Pins(c, "kinds", "s")
+	if err != nil || len(read) != 5 || read[0].Tool != "old" {
+		t.Fatalf("Pins after the legacy pin: %+v, %v", read, err)
+	}
+	upgraded := read[0]
+	upgraded.Hash, upgraded.Def = "v2:sha256:bb", json.RawMessage(`{"name":"old","title":"Old"}`)
+	if got, err := s.SwapPin(c, read[0], upgraded); err != nil || !reflect.DeepEqual(got, upgraded) {
+		t.Fatalf("SwapPin(as read) = %+v, %v", got, err)
+	}
+	if got, err := s.SwapPin(c, read[0], registry.Pin{Tenant: "kinds", Server: "s", Tool: "old", Hash: "v2:sha256:cc", By: "late", At: t0}); err != nil || !reflect.DeepEqual(got, upgraded) {
+		t.Fatalf("SwapPin(stale) = %+v, %v; want the pin in force kept", got, err)
+	}
+	if _, err := s.SwapPin(c, read[0], registry.Pin{Tenant: "kinds", Server: "s", Tool: "none", Hash: "v2:sha256:dd"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("SwapPin(absent) = %v, want store.ErrNotFound", err)
+	}
+	for _, kind := range registry.PinKinds {
+		if err := s.DeletePin(c, "kinds", "s", kind, "x#1"); err != nil {
+			t.Fatalf("DeletePin(%q): %v", kind, err)
+		}
+	}
+	if list, err := s.Pins(c, "kinds", ""); err != nil || len(list) != 1 || list[0].Hash != "v2:sha256:bb" {
+		t.Fatalf("Pins after the deletes: %+v, %v", list, err)
 	}
 }

@@ -83,8 +83,8 @@ func loadPins(path string) (*pinSet, error) {
 		return nil, fmt.Errorf("pins %s: %d pins, more than %d", path, len(f.Pins), maxWrapPins)
 	}
 	for tool, e := range f.Pins {
-		if len(e.Hash) != len("sha256:")+64 {
-			return nil, fmt.Errorf("pins %s: tool %q: hash %q is not sha256:<64 hex digits>", path, tool, e.Hash)
+		if !registry.ValidPinHash(e.Hash) {
+			return nil, fmt.Errorf("pins %s: tool %q: hash %q is not v2:sha256:<64 hex digits> (or sha256:<64 hex digits>, version 1's)", path, tool, e.Hash)
 		}
 		p.pinned[tool] = e
 	}
@@ -203,9 +203,19 @@ func (p *pinSet) listedNow(defs []json.RawMessage) {
 		if _, ok := p.listed[name]; ok || len(p.listed) < maxWrapPins {
 			p.listed[name] = hash
 		}
-		if _, ok := p.pinned[name]; !ok && len(p.pinned) < maxWrapPins {
+		e, ok := p.pinned[name]
+		if !ok && len(p.pinned) < maxWrapPins {
 			p.pinned[name] = pinEntry{Hash: hash, At: time.Now().UTC()}
 			added = true
+		}
+		if ok && e.Hash != hash {
+			// A version 1 pin of this very definition: rewritten in the
+			// current format (registry.PinApproves), the same approval.
+			legacy, _ := registry.LegacyToolHash(d)
+			if _, upgrade := registry.PinApproves(e.Hash, hash, legacy); upgrade {
+				p.pinned[name] = pinEntry{Hash: hash, At: e.At}
+				added = true
+			}
 		}
 	}
 	if added {

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/registry"
 )
 
 // pinServer is a Go SDK stdio server with echo (described by args[1])
@@ -229,5 +230,43 @@ func TestPinSetObserve(t *testing.T) {
 		if _, err := loadPins(writeFile(t, "pins.json", content)); err == nil {
 			t.Errorf("%s: loaded", name)
 		}
+	}
+}
+
+// TestPinSetLegacy: a pin file written before hash format 2 keeps
+// working: a pin whose version 1 hash is that of the definition the child
+// lists now is rewritten in the current format (file saved, same time)
+// and the tool runs; one of another definition is a change.
+func TestPinSetLegacy(t *testing.T) {
+	echo := `{"name":"echo","title":"Echo","description":"Echoes."}`
+	page := `{"name":"page","description":"Fetches a page."}`
+	legacy, err := registry.LegacyToolHash(json.RawMessage(echo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := "2026-01-02T03:04:05Z"
+	path := writeFile(t, "pins.json", `{"version":1,"pins":{"echo":{"hash":"`+legacy+`","at":"`+at+`"},"page":{"hash":"sha256:`+strings.Repeat("0", 64)+`","at":"`+at+`"}}}`)
+	p, err := loadPins(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.requests([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "\n"))
+	p.observe([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[` + echo + `,` + page + `]}}` + "\n"))
+	if d := p.decide("echo", Decision{}); d.Refused {
+		t.Fatalf("echo under its version 1 pin refused: %+v", d)
+	}
+	if d := p.decide("page", Decision{}); !d.Refused || d.Rule != ruleChanged {
+		t.Fatalf("page under a version 1 pin of another definition: %+v", d)
+	}
+	_, current, _ := registry.CanonicalTool(json.RawMessage(echo))
+	again, err := loadPins(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := again.pinned["echo"]; e.Hash != current || e.At.Format(time.RFC3339) != at {
+		t.Fatalf("echo's pin in the file %+v, want %s at %s", e, current, at)
+	}
+	if e := again.pinned["page"]; e.Hash != "sha256:"+strings.Repeat("0", 64) {
+		t.Fatalf("page's pin rewritten: %+v", e)
 	}
 }
