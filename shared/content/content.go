@@ -403,6 +403,14 @@ func (k *Results) CheckResult(ctx context.Context, c *pipeline.Call, resp *jsonr
 	if len(*doc) == 0 {
 		return nil
 	}
+	// One pass for both checks; the answer is read again only to mask.
+	found, err := k.o.Scanner.Scan(*doc, nil) // nil: see Check
+	if err != nil {
+		return fmt.Errorf("content: answer unreadable: %w", err)
+	}
+	if len(found) == 0 {
+		return nil
+	}
 	s := side{
 		at: audit.AtResult, noun: "answer", gone: "answer withheld",
 		attrs:     func(key string, val []string) []any { return k.o.callAttrs(c, key, val) },
@@ -410,7 +418,7 @@ func (k *Results) CheckResult(ctx context.Context, c *pipeline.Call, resp *jsonr
 		injection: func(rules []string) *refusal.Refusal { return refusal.Injection(audit.AtResult, rules) },
 		sensitive: refusal.Sensitive,
 	}
-	out, ref, err := k.inspect(ctx, a, *doc, &s)
+	out, ref, err := k.inspect(ctx, a, *doc, found, &s)
 	switch {
 	case err != nil:
 		return fmt.Errorf("content: answer unreadable: %w", err)

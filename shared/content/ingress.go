@@ -139,6 +139,20 @@ type Verdict struct {
 // checked, and the caller refuses it as an internal error (fail closed).
 // Ingress is safe for concurrent use.
 func (k *Results) Ingress(ctx context.Context, t registry.Tenant, m Message) (Verdict, error) {
+	// The one pass; what follows runs only when it found something.
+	found, err := k.o.Scanner.Scan(m.Raw, nil) // nil: see Check
+	if err != nil {
+		return Verdict{}, fmt.Errorf("content: %s %s unreadable: %w", m.Kind, m.Method, err)
+	}
+	if len(found) == 0 {
+		return Verdict{Out: m.Raw}, nil
+	}
+	return k.ingressFound(ctx, t, m, found)
+}
+
+// ingressFound is Ingress for a message with findings (kept apart so that
+// a clean message allocates nothing).
+func (k *Results) ingressFound(ctx context.Context, t registry.Tenant, m Message, found []scan.Finding) (Verdict, error) {
 	var v Verdict
 	s := side{at: m.Kind.at(), noun: m.Kind.String() + " " + m.Method, gone: gone(m.Kind)}
 	payload := m.Kind.payload()
@@ -172,7 +186,7 @@ func (k *Results) Ingress(ctx context.Context, t registry.Tenant, m Message) (Ve
 				With("kinds", kinds).With("at", at)
 		}
 	}
-	out, ref, err := k.inspect(ctx, actions(k.o.Defaults, t), m.Raw, &s)
+	out, ref, err := k.inspect(ctx, actions(k.o.Defaults, t), m.Raw, found, &s)
 	if err != nil {
 		return Verdict{}, fmt.Errorf("content: %s %s unreadable: %w", m.Kind, m.Method, err)
 	}
@@ -213,19 +227,11 @@ type side struct {
 }
 
 // inspect is the one check of what a server sends (Results.CheckResult
-// and Ingress): THREAT_MODE first, then PII_ACTION, over doc, scanned
-// once. It returns what to forward (doc, or a masked copy), or the
-// refusal; the error is for a doc that is not one JSON value.
-func (k *Results) inspect(ctx context.Context, a registry.ContentActions, doc []byte, s *side) ([]byte, *refusal.Refusal, error) {
-	// nil: no buffer of our own (see Check): it allocates only when
-	// something is found.
-	found, err := k.o.Scanner.Scan(doc, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(found) == 0 {
-		return doc, nil, nil
-	}
+// and Ingress): THREAT_MODE first, then PII_ACTION, over doc and found,
+// its findings (one Scan; not empty). It returns what to forward (doc,
+// or a masked copy), or the refusal; the error is for a doc that cannot
+// be masked because it is not one JSON value.
+func (k *Results) inspect(ctx context.Context, a registry.ContentActions, doc []byte, found []scan.Finding, s *side) ([]byte, *refusal.Refusal, error) {
 	var rules []string
 	pii := 0
 	for _, f := range found {
