@@ -135,10 +135,14 @@ type Verdict struct {
 // a result or an error a number becomes the string marker, as the results
 // slot does.
 //
-// The error is for a message that is not one JSON value: it cannot be
-// checked, and the caller refuses it as an internal error (fail closed).
+// The error is for a message that is not one JSON value, or of no known
+// kind: it cannot be checked, and the caller refuses it as an internal
+// error (fail closed).
 // Ingress is safe for concurrent use.
 func (k *Results) Ingress(ctx context.Context, t registry.Tenant, m Message) (Verdict, error) {
+	if m.Kind.String() == "unknown" {
+		return Verdict{}, fmt.Errorf("content: message kind %d unknown", m.Kind)
+	}
 	// The one pass; what follows runs only when it found something.
 	found, err := k.o.Scanner.Scan(m.Raw, nil) // nil: see Check
 	if err != nil {

@@ -211,13 +211,17 @@ func TestIngressCannotMaskInPlace(t *testing.T) {
 	}
 }
 
-// TestIngressUnreadable: a message that is not one JSON value cannot be
-// checked: an error, and nothing to forward.
+// TestIngressUnreadable: a message that is not one JSON value, or of no
+// known kind, cannot be checked: an error, and nothing to forward.
 func TestIngressUnreadable(t *testing.T) {
 	r := newIngress(t, io.Discard)
 	v, err := r.Ingress(context.Background(), registry.Tenant{ID: "acme"}, Message{Kind: NotificationMessage, Method: "m", Raw: []byte(`{"jsonrpc":"2.0","method":"m","params":{"data":"card 4111 1111 1111 1111"`)})
 	if err == nil || v.Out != nil || v.Refusal != nil {
 		t.Fatalf("got %+v, %v; want an error and nothing to forward", v, err)
+	}
+	v, err = r.Ingress(context.Background(), registry.Tenant{ID: "acme"}, Message{Method: "m", Raw: []byte(`{"jsonrpc":"2.0","method":"m"}`)})
+	if err == nil || v.Out != nil {
+		t.Fatalf("a message of no kind: got %+v, %v; want an error", v, err)
 	}
 }
 
