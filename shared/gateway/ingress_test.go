@@ -84,6 +84,31 @@ func talkServer(t *testing.T) string {
 			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: "end"})
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sampling=" + sampled + "; elicitation=" + elicited}}}, nil, nil
 		})
+	// "bignum" reports progress 4111111111111111 (a card number as a
+	// JSON number), then progress 2 and a clean log line "end".
+	mcp.AddTool(s, &mcp.Tool{Name: "bignum", Description: "Reports progress in a large number."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ in) (*mcp.CallToolResult, any, error) {
+			tok := req.Params.GetProgressToken()
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 4111111111111111})
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 2})
+			_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Data: "end"})
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+		})
+	// "later" logs "later: " and the value outside any request, on the
+	// session's own stream, every 100 ms for up to 10 s after the call.
+	mcp.AddTool(s, &mcp.Tool{Name: "later", Description: "Talks to the client after the call."},
+		func(_ context.Context, req *mcp.CallToolRequest, args in) (*mcp.CallToolResult, any, error) {
+			v := ingressValues[args.Which].value
+			ss := req.Session
+			go func() {
+				for range 100 {
+					// An error (no stream to the client yet) is tried again.
+					_ = ss.Log(context.Background(), &mcp.LoggingMessageParams{Level: "info", Data: "later: " + v})
+					time.Sleep(100 * time.Millisecond)
+				}
+			}()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "will do"}}}, nil, nil
+		})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -407,5 +432,141 @@ func TestIngressListsAndRelayedErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestIngressGetStream: what a server sends outside any request reaches
+// the client on the session's GET stream, and passes ingress there too:
+// a log line with a card number is masked under redact, and dropped
+// (audited refused, -32052) under block.
+func TestIngressGetStream(t *testing.T) {
+	url := talkServer(t)
+	for _, tc := range []struct {
+		name string
+		set  registry.ContentActions
+	}{
+		{"redact", registry.ContentActions{PII: "redact", Threat: "block"}},
+		{"block", registry.ContentActions{PII: "block", Threat: "block"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, func(_ *config.Settings, m *memstore.Store) {
+				ctx := context.Background()
+				must(t, m.PutTenant(ctx, registry.Tenant{ID: "acme", Tier: registry.TierGrowth, Content: tc.set}))
+				must(t, m.PutServer(ctx, registry.Server{Tenant: "acme", Name: "talk", URL: url}))
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			lines := make(chan string, 200)
+			client := mcp.NewClient(&mcp.Implementation{Name: "listener", Version: "1"}, &mcp.ClientOptions{
+				LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+					s, _ := r.Params.Data.(string)
+					lines <- s
+				},
+			})
+			cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.URL + "/mcp", HTTPClient: bearerClient(e.KeyA)},
+				&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			must(t, err)
+			defer cs.Close()
+			must(t, cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}))
+			if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "later", Arguments: map[string]any{"which": "card"}}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.name == "redact" {
+				select {
+				case got := <-lines:
+					if got != "later: card [masked:card]" {
+						t.Fatalf("the client received %q, want the card masked", got)
+					}
+				case <-time.After(15 * time.Second):
+					t.Fatalf("no log line on the GET stream within 15 s; log:\n%s", e.logs())
+				}
+				return
+			}
+			// block: the lines are dropped and audited as refused.
+			deadline := time.Now().Add(15 * time.Second)
+			for {
+				var dropped bool
+				for _, r := range auditRecords(t, e) {
+					dropped = dropped || r.Method == "notifications/message" && r.Outcome == audit.OutcomeRefused && r.Code == -32052 &&
+						slices.Contains(kindsOf(r, audit.AtNotification, audit.ActionBlocked), "card")
+				}
+				if dropped {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no dropped notification audited within 15 s; log:\n%s", e.logs())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			time.Sleep(300 * time.Millisecond) // a line relayed by mistake would be here by now
+			select {
+			case got := <-lines:
+				t.Fatalf("the client received %q under block", got)
+			default:
+			}
+		})
+	}
+}
+
+// TestIngressCannotMaskProgress: a card number sent as the progress
+// number of a notification cannot be masked in place (the marker is a
+// string, and progress must be a number): under redact the notification
+// is dropped and audited refused with -32052, and the next progress
+// notification, clean, arrives unchanged.
+func TestIngressCannotMaskProgress(t *testing.T) {
+	url := talkServer(t)
+	e := newEnv(t, func(_ *config.Settings, m *memstore.Store) {
+		ctx := context.Background()
+		must(t, m.PutTenant(ctx, registry.Tenant{ID: "acme", Tier: registry.TierGrowth, Content: registry.ContentActions{PII: "redact", Threat: "block"}}))
+		must(t, m.PutServer(ctx, registry.Server{Tenant: "acme", Name: "talk", URL: url}))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var progress []float64
+	end := make(chan struct{})
+	client := mcp.NewClient(&mcp.Implementation{Name: "listener", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			progress = append(progress, r.Params.Progress)
+			mu.Unlock()
+		},
+		LoggingMessageHandler: func(context.Context, *mcp.LoggingMessageRequest) { close(end) },
+	})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.URL + "/mcp", HTTPClient: bearerClient(e.KeyA)},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	must(t, err)
+	defer cs.Close()
+	must(t, cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}))
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "bignum", Arguments: map[string]any{"which": "card"}, Meta: mcp.Meta{"progressToken": "p"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-end:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the closing log line never arrived")
+	}
+	mu.Lock()
+	got := slices.Clone(progress)
+	mu.Unlock()
+	if !slices.Equal(got, []float64{2}) {
+		t.Errorf("the client received progress %v, want [2]", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var n int
+		for _, r := range auditRecords(t, e) {
+			if r.Method == "notifications/progress" && r.Outcome == audit.OutcomeRefused && r.Code == -32052 &&
+				slices.Equal(kindsOf(r, audit.AtNotification, audit.ActionBlocked), []string{"card"}) {
+				n++
+			}
+		}
+		if n == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dropped progress notifications audited, want 1", n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
