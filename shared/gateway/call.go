@@ -460,9 +460,10 @@ func (g *Gateway) exchange(c *pipeline.Call, srv *registry.Server, ep endpoint, 
 // refusal as the client's answer, so a server that floods the client is
 // held to the rate limit and told so. Allowed, it passes ingress
 // (THREAT_MODE, PII_ACTION: ingress.go): refused there, it is not
-// relayed either and srv gets -32050 or -32052. It is audited with its method, the
-// server and "client:METHOD" as its tool: refused, allowed when it reached
-// the client's stream, or error when the answer had already been sent.
+// relayed either and srv gets -32050 or -32052. It is audited with its
+// method, the server and "client:METHOD" as its tool: refused, allowed
+// when it reached the client's stream, or error when the answer had
+// already been sent.
 // The client's answer is counted and audited too (clientAnswer, method
 // "response"). Notifications and stray responses go through
 // relayNotification.
