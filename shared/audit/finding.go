@@ -18,6 +18,10 @@ const (
 	AtArguments = "arguments"
 	AtResult    = "result"
 	AtTool      = "tool" // the called tool's definition (poisoning)
+	// Server-to-client messages other than the answer (ingress,
+	// shared/content.Results.Ingress).
+	AtNotification = "notification" // a server's notification
+	AtRequest      = "request"      // a server's request to the client (sampling, elicitation, roots)
 )
 
 // What a check did with a finding.

@@ -268,22 +268,22 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 		c.Found(audit.Finding{At: audit.AtArguments, Kind: f.Kind.String(), Rule: f.Rule, Action: act})
 	}
 	if kinds != nil {
-		k.o.Logger.WarnContext(ctx, "sensitive data in arguments; call refused (EGRESS_ACTION=block)", k.o.attrs(c, kinds)...)
+		k.o.Logger.WarnContext(ctx, "sensitive data in arguments; call refused (EGRESS_ACTION=block)", k.o.callAttrs(c, "kinds", kinds)...)
 		return refusal.Egress(kinds)
 	}
 	if a.Egress != off {
 		if sensitive := sensitiveKinds(found); sensitive != nil {
-			k.o.Logger.WarnContext(ctx, "sensitive data in arguments; call let through (monitor)", k.o.attrs(c, sensitive)...)
+			k.o.Logger.WarnContext(ctx, "sensitive data in arguments; call let through (monitor)", k.o.callAttrs(c, "kinds", sensitive)...)
 		}
 	}
 	if rules == nil {
 		return nil
 	}
 	if a.Threat == block {
-		k.o.Logger.WarnContext(ctx, "prompt injection in arguments; call refused (THREAT_MODE=block)", k.o.threatAttrs(c, rules)...)
+		k.o.Logger.WarnContext(ctx, "prompt injection in arguments; call refused (THREAT_MODE=block)", k.o.callAttrs(c, "rules", rules)...)
 		return refusal.Injection(audit.AtArguments, rules)
 	}
-	k.o.Logger.WarnContext(ctx, "prompt injection in arguments; call let through (THREAT_MODE=monitor)", k.o.threatAttrs(c, rules)...)
+	k.o.Logger.WarnContext(ctx, "prompt injection in arguments; call let through (THREAT_MODE=monitor)", k.o.callAttrs(c, "rules", rules)...)
 	return nil
 }
 
@@ -464,67 +464,19 @@ func (k *Results) CheckResult(ctx context.Context, c *pipeline.Call, resp *jsonr
 	if len(found) == 0 {
 		return nil
 	}
-	var rules []string
-	pii := 0
-	for _, f := range found {
-		if f.Kind.Threat() {
-			rules = addKind(rules, f.Rule)
-		} else {
-			pii++
-		}
+	s := side{
+		at: audit.AtResult, noun: "answer", gone: "answer withheld",
+		attrs:     func(key string, val []string) []any { return k.o.callAttrs(c, key, val) },
+		found:     c.Found,
+		injection: func(rules []string) *refusal.Refusal { return refusal.Injection(audit.AtResult, rules) },
+		sensitive: refusal.Sensitive,
 	}
-	if rules != nil {
-		act := audit.ActionLogged
-		if a.Threat == block {
-			act = audit.ActionBlocked
-		}
-		for _, f := range found {
-			if f.Kind.Threat() {
-				c.Found(audit.Finding{At: audit.AtResult, Kind: f.Kind.String(), Rule: f.Rule, Action: act})
-			}
-		}
-		if a.Threat == block {
-			k.o.Logger.WarnContext(ctx, "prompt injection in answer; answer withheld (THREAT_MODE=block)", k.o.threatAttrs(c, rules)...)
-			return refusal.Injection(audit.AtResult, rules)
-		}
-		k.o.Logger.WarnContext(ctx, "prompt injection in answer; forwarded (THREAT_MODE=monitor)", k.o.threatAttrs(c, rules)...)
-	}
-	if pii == 0 {
-		return nil
-	}
+	out, ref, err := k.inspect(ctx, a, *doc, found, &s)
 	switch {
-	case a.PII == monitor:
-		for _, f := range found {
-			if !f.Kind.Threat() {
-				c.Found(audit.Finding{At: audit.AtResult, Kind: f.Kind.String(), Rule: f.Rule, Action: audit.ActionLogged})
-			}
-		}
-		if sensitive := sensitiveKinds(found); sensitive != nil {
-			k.o.Logger.WarnContext(ctx, "sensitive data in answer; forwarded (PII_ACTION=monitor)", k.o.attrs(c, sensitive)...)
-		}
-		return nil
-	case a.PII == block && a.Threat == block:
-		if kinds := sensitiveKinds(found); kinds != nil {
-			for _, f := range found {
-				act := audit.ActionLogged
-				if f.Kind.Sensitive() {
-					act = audit.ActionBlocked
-				}
-				c.Found(audit.Finding{At: audit.AtResult, Kind: f.Kind.String(), Rule: f.Rule, Action: act})
-			}
-			k.o.Logger.WarnContext(ctx, "sensitive data in answer; answer withheld (PII_ACTION=block)", k.o.attrs(c, kinds)...)
-			return refusal.Sensitive(kinds)
-		}
-	}
-	// redact; and block for what does not block.
-	out, masked, err := k.o.Scanner.Redact(*doc, personal)
-	if err != nil {
+	case err != nil:
 		return fmt.Errorf("content: answer unreadable: %w", err)
-	}
-	for _, f := range masked {
-		if !f.Kind.Threat() {
-			c.Found(audit.Finding{At: audit.AtResult, Kind: f.Kind.String(), Rule: f.Rule, Action: audit.ActionRedacted})
-		}
+	case ref != nil:
+		return ref
 	}
 	*doc = out
 	return nil
@@ -552,14 +504,6 @@ func sensitiveKinds(found []scan.Finding) []string {
 		}
 	}
 	return kinds
-}
-
-func (o *Options) threatAttrs(c *pipeline.Call, rules []string) []any {
-	a := []any{"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "rules", rules}
-	if c.Server != nil {
-		a = append(a, "server", c.Server.Name, "tool", c.UpstreamTool)
-	}
-	return a
 }
 
 // catalogListed reports, from cat, which tools a tenant's server lists now.
@@ -601,8 +545,10 @@ func (o *Options) poisonAttrs(tenant, server, tool string, v *route.Verdict) []a
 	return []any{"tenant", tenant, "server", server, "tool", tool, "rules", v.Rules, "at", at, "definition_sha256", v.Hash}
 }
 
-func (o *Options) attrs(c *pipeline.Call, kinds []string) []any {
-	a := []any{"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "kinds", kinds}
+// callAttrs names c in a log line, with key (the kinds or the rules
+// found) set to val.
+func (o *Options) callAttrs(c *pipeline.Call, key string, val []string) []any {
+	a := []any{"tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, key, val}
 	if c.Server != nil {
 		a = append(a, "server", c.Server.Name, "tool", c.UpstreamTool)
 	}

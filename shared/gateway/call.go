@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/content"
 	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
@@ -67,7 +68,7 @@ func (g *Gateway) list(ctx context.Context, w http.ResponseWriter, ep endpoint, 
 		n++
 	}
 	out = append(out, "]}"...)
-	writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, complete(c, out)))
+	g.answerChecked(ctx, w, c, jsonrpc.Result(c.ID, complete(c, out))) // INGRESS (issue 26): the lists' text
 }
 
 // listKind is one of the lists: its catalog, the result's array member,
@@ -458,40 +459,46 @@ func (g *Gateway) exchange(c *pipeline.Call, srv *registry.Server, ep endpoint, 
 // counted in the session's and key's windows and in its own
 // "client:METHOD" window of srv. Refused, it is not relayed: srv gets the
 // refusal as the client's answer, so a server that floods the client is
-// held to the rate limit and told so. It is audited with its method, the
-// server and "client:METHOD" as its tool: refused, allowed when it reached
-// the client's stream, or error when the answer had already been sent.
+// held to the rate limit and told so. Allowed, it passes ingress
+// (THREAT_MODE, PII_ACTION: ingress.go): refused there, it is not
+// relayed either and srv gets -32050 or -32052. It is audited with its
+// method, the server and "client:METHOD" as its tool: refused, allowed
+// when it reached the client's stream, or error when the answer had
+// already been sent.
 // The client's answer is counted and audited too (clientAnswer, method
-// "response").
+// "response"). Notifications and stray responses go through
+// relayNotification.
 func (g *Gateway) relayEvent(c *pipeline.Call, srv *registry.Server, sess upstream.Session, out *stream, msg []byte) {
-	relayed := relayMessage(srv.Name, msg)
 	method, _ := jsonrpc.StringMember(msg, "method")
 	upID := jsonrpc.Member(msg, "id")
 	if method == "" || upID == nil || string(upID) == "null" {
-		out.Event(relayed)
+		g.relayNotification(c, srv, out, msg) // INGRESS (issue 26): notifications and stray responses
 		return
 	}
-	rec := &pipeline.Call{
-		Tenant: c.Tenant, Caller: c.Caller, KeyID: c.KeyID, CorrelationID: c.CorrelationID,
-		Method: method, ID: jsonrpc.Member(relayed, "id"), Start: g.o.Now(), SessionID: c.SessionID,
-		PolicyHash: c.PolicyHash, Inline: c.Inline, MCP: true, Stateless: c.Stateless,
-		Relayed: true, Server: srv, Tool: clientTarget(method), UpstreamTool: clientTarget(method),
-	}
+	rec := g.relayedCall(c, srv, method)
+	rec.ID = relayID(srv.Name, upID)
 	ctx, cancel := context.WithTimeout(context.Background(), SettleTimeout)
 	defer cancel()
-	if err := g.pipe.Run(ctx, rec); err != nil {
-		ref := refusal.Internal(c.CorrelationID)
-		_ = errors.As(err, &ref)
-		g.answerUpstream(ctx, rec, sess, upID, ref)
-		outcome := audit.OutcomeRefused
-		if ref.Word == refusal.InternalError {
-			outcome = audit.OutcomeError
+	err := g.pipe.Run(ctx, rec)
+	var ref *refusal.Refusal
+	if err == nil {
+		msg, ref = g.ingress(ctx, rec, content.RequestMessage, method, msg) // INGRESS (issue 26): sampling, elicitation, roots
+	}
+	if err != nil || ref != nil {
+		if ref == nil {
+			ref = refusal.Internal(c.CorrelationID)
+			_ = errors.As(err, &ref)
 		}
-		g.audit(ctx, rec, outcome, int(ref.Code), string(ref.Word), refusedSlot(rec), "server-to-client request not relayed")
+		slot := refusedSlot(rec)
+		if err == nil {
+			slot = pipeline.Results.String()
+		}
+		g.answerUpstream(ctx, rec, sess, upID, ref)
+		g.audit(ctx, rec, refusedOutcome(ref), int(ref.Code), string(ref.Word), slot, "server-to-client request not relayed")
 		return
 	}
 	outcome, code := audit.OutcomeAllowed, 0
-	if !out.Event(relayed) {
+	if !out.Event(relayMessage(srv.Name, msg)) {
 		outcome, code = audit.OutcomeError, int(refusal.CodeInternal)
 	}
 	g.audit(ctx, rec, outcome, code, "", "", "server-to-client request")

@@ -76,9 +76,9 @@ func (g *Gateway) relay(ctx context.Context, w http.ResponseWriter, ep endpoint,
 		ref, _ := upstreamRefusal(failure, g.o.Settings.UpstreamTimeout)
 		writeRefusal(w, c.ID, ref, "", c.Method)
 	case upErr != nil && (ok == nil || errorCode(upErr.Error) != jsonrpc.CodeMethodNotFound):
-		writeFrame(w, http.StatusOK, jsonrpc.RawError(c.ID, upErr.Error))
+		g.answerChecked(ctx, w, c, jsonrpc.RawError(c.ID, upErr.Error)) // INGRESS (issue 26)
 	default:
-		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, ok.Result))
+		g.answerChecked(ctx, w, c, jsonrpc.Result(c.ID, ok.Result)) // INGRESS (issue 26)
 	}
 }
 

@@ -208,7 +208,7 @@ func (g *Gateway) hold(ctx context.Context, c *pipeline.Call, s *upSub, acks cha
 		case <-ctx.Done():
 			return
 		}
-		s.relay(c.ID, msg, func(ev []byte) { out.Event(ev) })
+		s.relay(c.ID, msg, func(ev []byte) { g.relayNotification(c, s.srv, out, ev) }) // INGRESS (issue 26)
 	}
 	for ctx.Err() == nil {
 		actx, cancel := context.WithCancel(ctx)
