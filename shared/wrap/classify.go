@@ -161,7 +161,13 @@ func asciiFold(b []byte, s string) bool {
 // and the whole line as params. A call gets why set unless it is the one
 // clean spelling: exactly one "method":"tools/call", one "params" object,
 // one "name" string in it, and that name holds no hidden character
-// (hiddenInName).
+// (hiddenInName); such a call whose params fail jsonrpc.StrictCall (the
+// gateway's reading: a duplicate key anywhere, keys that differ only in
+// case, a misspelt member, a lone surrogate escape) gets why
+// ruleUnreadable. So a call with why "" has one reading: its name, the
+// arguments the decider sees and the params hash are all read from params
+// by jsonrpc.Member, and they are what the child reads from the bytes
+// forwarded.
 func findCalls(line []byte) (calls []call, elems []json.RawMessage, callIdx []int) {
 	b, blank, framed := framing(line)
 	switch {
@@ -258,6 +264,11 @@ func objectCall(obj json.RawMessage) (call, bool) {
 	})
 	if nNames != 1 || hasHidden(c.tool, hiddenInName) {
 		c.why = ruleAmbiguous
+	}
+	if c.why == "" && jsonrpc.StrictCall(params) != nil {
+		// The gateway's reading (shared/params): params that two readers
+		// could read differently are not decided on, whatever the rules.
+		c.why = ruleUnreadable
 	}
 	if c.why != "" {
 		c.tool = ""
