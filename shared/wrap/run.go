@@ -218,7 +218,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}()
 	} else {
 		out := &clientOut{w: stdout, pins: g.pins}
-		g.child, g.out = childIn, out
+		g.child, g.out = &childSink{w: childIn}, out
 		go func() {
 			_ = g.run(stdin)
 			childIn.Close()
@@ -235,6 +235,12 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err = cmd.Wait()
 	childOut.childExited()
 	<-relayed
+	if g.out != nil {
+		// A call decided as the child died gets its frame before wrap
+		// exits, unless the gate is stuck writing to a stdin that a
+		// process the child left holds and does not read.
+		g.stop(quietAfterExit)
+	}
 	return exitCode(cmd, err, stderr)
 }
 
