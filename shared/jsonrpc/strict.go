@@ -50,11 +50,19 @@ func Strict(v json.RawMessage, members ...string) error {
 	if k, dup := DuplicateKey(v); dup {
 		return &UnreadableError{Msg: "duplicate key " + QuoteKey(k) + " (parsers disagree on which one counts)"}
 	}
-	if len(members) == 0 || len(v) == 0 || v[0] != '{' {
+	return Misspelt(v, members...)
+}
+
+// Misspelt is Strict's last rule alone, for a reader that ran Strict on a
+// whole message and checks the members it reads at each level: an
+// *UnreadableError when obj is an object with a member whose key folds to
+// one of members without being spelt exactly so, else nil.
+func Misspelt(obj json.RawMessage, members ...string) error {
+	if len(members) == 0 || len(obj) == 0 || obj[0] != '{' {
 		return nil
 	}
 	var err error
-	_ = eachMember(v, func(k string, _ json.RawMessage) error {
+	_ = eachMember(obj, func(k string, _ json.RawMessage) error {
 		f := Fold(k)
 		for _, m := range members {
 			if k != m && f == Fold(m) {

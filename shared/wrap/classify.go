@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/aegis-gw/aegis/shared/audit"
@@ -89,18 +90,22 @@ func needsDecision(line []byte) bool {
 // method holding one, which is refused whatever it says). It is not
 // sound on a line that is not framed: there, a call can be spread over
 // several lines.
-func mayBeCall(line []byte) bool {
+func mayBeCall(line []byte) bool { return mayBeMethod(line, "tools/call") }
+
+// mayBeMethod is mayBeCall for any method m of the form "a/b" in lower-case
+// ASCII ("tools/list" for the pins).
+func mayBeMethod(line []byte, m string) bool {
 	if bytes.IndexByte(line, '\\') >= 0 || notPrintableASCII(line) {
 		return true
 	}
-	for i := 0; i+len("tools/call") <= len(line); i++ {
+	slash := strings.IndexByte(m, '/')
+	for i := 0; i+len(m) <= len(line); i++ {
 		j := bytes.IndexByte(line[i:], '/')
 		if j < 0 {
 			return false
 		}
 		i += j
-		if i >= len("tools") && i+len("/call") <= len(line) &&
-			asciiFold(line[i-len("tools"):i+len("/call")], "tools/call") {
+		if i >= slash && i-slash+len(m) <= len(line) && asciiFold(line[i-slash:i-slash+len(m)], m) {
 			return true
 		}
 	}
