@@ -22,9 +22,14 @@ import (
 // Once the child's stream has ended (it exited, died or closed its
 // stdout) with a line unfinished, that fragment is ended with a "\n" and
 // every frame, held or later, goes on its own line after it: never glued
-// onto the fragment, never held for ever.
+// onto the fragment, never held for ever. Frames held back are bounded by
+// maxPendingFrames: past it, frame waits for the child's line to end (the
+// gate then stops reading the client, which is backpressure, not
+// silence: every frame is written once the line ends or the child's
+// stream does).
 type clientOut struct {
 	mu      sync.Mutex
+	drained sync.Cond // on mu: pending was written
 	w       io.Writer
 	midLine bool    // the child's last byte written was not '\n'
 	ended   bool    // the child's stream has ended (childDone)
@@ -50,6 +55,7 @@ func (o *clientOut) child(p []byte) {
 			o.write(p[:i+1])
 			o.write(o.pending)
 			o.pending = o.pending[:0]
+			o.broadcast()
 			p = p[i+1:]
 			o.midLine = false
 		}
@@ -65,12 +71,34 @@ func (o *clientOut) child(p []byte) {
 func (o *clientOut) frame(f []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	for o.midLine && !o.ended && len(o.pending) >= maxPendingFrames {
+		o.wait()
+	}
 	if o.midLine && !o.ended {
 		o.pending = append(o.pending, f...)
 		return
 	}
 	o.endFragment()
 	o.write(f)
+}
+
+// maxPendingFrames bounds the bytes of frames held for the end of the
+// child's line (about 7,000 frames).
+const maxPendingFrames = 1 << 20
+
+// wait waits for held frames to be written. o.mu is held.
+func (o *clientOut) wait() {
+	if o.drained.L == nil {
+		o.drained.L = &o.mu
+	}
+	o.drained.Wait()
+}
+
+// broadcast wakes the frames waiting for room. o.mu is held.
+func (o *clientOut) broadcast() {
+	if o.drained.L != nil {
+		o.drained.Broadcast()
+	}
 }
 
 // childDone flushes queued frames once the child's stream has ended, on
@@ -84,6 +112,7 @@ func (o *clientOut) childDone() {
 		o.write(o.pending)
 	}
 	o.pending = nil
+	o.broadcast()
 }
 
 // endFragment ends the child's unfinished last line, once its stream has

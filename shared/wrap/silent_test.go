@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/internal/syncbuf"
 	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
@@ -114,5 +115,51 @@ func TestFramesWhileTheChildsStdinIsClosed(t *testing.T) {
 	kill()
 	if code := l.wait(); code != 128+int(syscall.SIGTERM) {
 		t.Errorf("exit %d, want %d", code, 128+int(syscall.SIGTERM))
+	}
+}
+
+// TestHeldFramesAreBounded: frames held behind the child's unfinished
+// line are bounded; past the bound the writer of frames waits, and every
+// frame is written, in order, once the child ends its line.
+func TestHeldFramesAreBounded(t *testing.T) {
+	var b syncbuf.Buffer
+	o := &clientOut{w: &b}
+	o.child([]byte(`{"partial`))
+	frame := []byte(strings.Repeat("f", 1023) + "\n")
+	n := maxPendingFrames/len(frame) + 10
+	done := make(chan struct{})
+	go func() {
+		for range n {
+			o.frame(frame)
+		}
+		close(done)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		o.mu.Lock()
+		held := len(o.pending)
+		o.mu.Unlock()
+		if held >= maxPendingFrames {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes held, want the bound %d reached", held, maxPendingFrames)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-done:
+		t.Fatal("every frame was held: the bound did not stop the writer")
+	case <-time.After(50 * time.Millisecond):
+	}
+	o.mu.Lock()
+	if held := len(o.pending); held > maxPendingFrames {
+		t.Errorf("%d bytes held, over the bound %d", held, maxPendingFrames)
+	}
+	o.mu.Unlock()
+	o.child([]byte("}\n"))
+	<-done
+	if want := `{"partial}` + "\n" + strings.Repeat(string(frame), n); b.String() != want {
+		t.Errorf("wrote %d bytes, want %d: the fragment's end, then every frame", len(b.String()), len(want))
 	}
 }
