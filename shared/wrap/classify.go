@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/aegis-gw/aegis/shared/audit"
@@ -89,18 +90,22 @@ func needsDecision(line []byte) bool {
 // method holding one, which is refused whatever it says). It is not
 // sound on a line that is not framed: there, a call can be spread over
 // several lines.
-func mayBeCall(line []byte) bool {
+func mayBeCall(line []byte) bool { return mayBeMethod(line, "tools/call") }
+
+// mayBeMethod is mayBeCall for any method m of the form "a/b" in lower-case
+// ASCII ("tools/list" for the pins).
+func mayBeMethod(line []byte, m string) bool {
 	if bytes.IndexByte(line, '\\') >= 0 || notPrintableASCII(line) {
 		return true
 	}
-	for i := 0; i+len("tools/call") <= len(line); i++ {
+	slash := strings.IndexByte(m, '/')
+	for i := 0; i+len(m) <= len(line); i++ {
 		j := bytes.IndexByte(line[i:], '/')
 		if j < 0 {
 			return false
 		}
 		i += j
-		if i >= len("tools") && i+len("/call") <= len(line) &&
-			asciiFold(line[i-len("tools"):i+len("/call")], "tools/call") {
+		if i >= slash && i-slash+len(m) <= len(line) && asciiFold(line[i-slash:i-slash+len(m)], m) {
 			return true
 		}
 	}
@@ -161,7 +166,13 @@ func asciiFold(b []byte, s string) bool {
 // and the whole line as params. A call gets why set unless it is the one
 // clean spelling: exactly one "method":"tools/call", one "params" object,
 // one "name" string in it, and that name holds no hidden character
-// (hiddenInName).
+// (hiddenInName); such a call whose params fail jsonrpc.StrictCall (the
+// gateway's reading: a duplicate key anywhere, keys that differ only in
+// case, a misspelt member, a lone surrogate escape) gets why
+// ruleUnreadable. So a call with why "" has one reading: its name, the
+// arguments the decider sees and the params hash are all read from params
+// by jsonrpc.Member, and they are what the child reads from the bytes
+// forwarded.
 func findCalls(line []byte) (calls []call, elems []json.RawMessage, callIdx []int) {
 	b, blank, framed := framing(line)
 	switch {
@@ -258,6 +269,11 @@ func objectCall(obj json.RawMessage) (call, bool) {
 	})
 	if nNames != 1 || hasHidden(c.tool, hiddenInName) {
 		c.why = ruleAmbiguous
+	}
+	if c.why == "" && jsonrpc.StrictCall(params) != nil {
+		// The gateway's reading (shared/params): params that two readers
+		// could read differently are not decided on, whatever the rules.
+		c.why = ruleUnreadable
 	}
 	if c.why != "" {
 		c.tool = ""

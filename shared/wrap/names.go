@@ -110,8 +110,11 @@ func foldName(s string) string {
 // child: it holds a hidden character (no reader can be relied on to read
 // it as wrap does), or it is "tools/call" once folded and trimmed of
 // spaces.
-func methodIsCall(m string) bool {
-	return hasHidden(m, hiddenInMethod) || foldName(strings.Trim(m, " ")) == "tools/call"
+func methodIsCall(m string) bool { return methodIs(m, "tools/call") }
+
+// methodIs is methodIsCall for any method want (lower-case ASCII).
+func methodIs(m, want string) bool {
+	return hasHidden(m, hiddenInMethod) || foldName(strings.Trim(m, " ")) == want
 }
 
 // keyIs reports whether the member key k may be read as want (a lower-case

@@ -51,6 +51,7 @@ const (
 	ruleNoAllow     = "allow:(no match)"
 	ruleUnparseable = "unparseable"
 	ruleAmbiguous   = "ambiguous"
+	ruleUnreadable  = "unreadable"
 	ruleAuditFailed = "audit-write-failed"
 )
 
@@ -223,7 +224,9 @@ func (p *Policy) Decide(tool string) Decision { return p.DecideCall(tool, nil) }
 // DecideCall is Decide for a tools/call whose params member is params
 // (nil: none): a policy set (policyset.go) reads its arguments and its
 // declared step (_meta["aegis/step"]); a glob policy decides on the name
-// alone.
+// alone. params must have passed jsonrpc.StrictCall (the gate refuses
+// those that do not, see findCalls), so that the arguments read here are
+// the ones the child reads.
 func (p *Policy) DecideCall(tool string, params []byte) Decision {
 	if hasHidden(tool, hiddenInName) {
 		return Decision{Refused: true, Word: refusal.PolicyDenied, Rule: ruleAmbiguous}

@@ -1,15 +1,14 @@
 package wrap
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/policy"
 	"github.com/aegis-gw/aegis/shared/refusal"
 )
@@ -100,7 +99,8 @@ func (p *Policy) SetRoles(roles []string) error {
 	return nil
 }
 
-// decide puts a tools/call of tool with params to the decider. A verdict
+// decide puts a tools/call of tool with params to the decider, under the
+// name as sent and under its folded spelling (foldName). A verdict
 // held for approval is refused with PENDING_APPROVAL (wrap does not park
 // calls, as for a glob policy); an audit-mode verdict is forwarded, its
 // rule recorded prefixed "audit:".
@@ -109,15 +109,9 @@ func (s *setPolicy) decide(tool string, params []byte) Decision {
 	if err != nil {
 		return Decision{Refused: true, Word: refusal.InvalidParams, Rule: "step:invalid"}
 	}
-	var args json.RawMessage
-	if p := bytes.TrimSpace(params); len(p) > 0 && p[0] == '{' {
-		var m struct {
-			Arguments json.RawMessage `json:"arguments"`
-		}
-		if json.Unmarshal(p, &m) == nil {
-			args = m.Arguments
-		}
-	}
+	// The exact member, as the params hash reads it: never a struct
+	// decoding, which takes "ARGUMENTS" for it and keeps the last twin.
+	args := jsonrpc.Member(params, "arguments")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	req := &policy.Request{
@@ -128,6 +122,18 @@ func (s *setPolicy) decide(tool string, params []byte) Decision {
 	}
 	req.Session.Step = step
 	v := s.decider.Decide(context.Background(), req)
+	if f := foldName(tool); f != tool {
+		// The folded spelling is put to the decider too, and the stricter
+		// verdict stands, as deny and approval globs match either spelling
+		// (names.go): WRITE_FILE and ｗｒｉｔｅ_file pass no forbid on
+		// write_file, while an allow rule still matches only the name as
+		// sent (a spelling can only add refusals).
+		folded := *req
+		folded.Tool = f
+		if fv := s.decider.Decide(context.Background(), &folded); strictness(fv) > strictness(v) {
+			v = fv
+		}
+	}
 	switch {
 	case v.Refused():
 		return Decision{Refused: true, Word: v.Word, Rule: v.Rule}
@@ -139,4 +145,16 @@ func (s *setPolicy) decide(tool string, params []byte) Decision {
 		return Decision{Rule: "audit:" + v.Rule}
 	}
 	return Decision{Rule: v.Rule}
+}
+
+// strictness orders verdicts by what they would do, audit mode aside:
+// refused 2, held for approval 1, allowed 0.
+func strictness(v policy.Verdict) int {
+	switch {
+	case !v.Allow:
+		return 2
+	case v.RequireApproval:
+		return 1
+	}
+	return 0
 }

@@ -49,6 +49,22 @@ func TestPolicySetThroughTheGate(t *testing.T) {
 		{"manifest grant", `manifest: {grants: {tools/call: ["local/echo"]}}`, nil, []step{
 			{"echo", "", "", ""}, {"transfer", "", refusal.CapabilityDenied, "manifest:grant"},
 		}},
+		// Issue 35, item 3: a spelling of a name is put to the decider
+		// folded too, as deny globs match it; an allow still matches only
+		// the name as sent.
+		{"cedar forbid folds names", "cedar_policies: |\n  @id(\"all\")\n  permit (principal, action, resource);\n  @id(\"nowrite\")\n  forbid (principal, action, resource == Tool::\"local/write_file\");\n", nil, []step{
+			{"write_file", "", refusal.PolicyDenied, "cedar:nowrite"}, {"WRITE_FILE", "", refusal.PolicyDenied, "cedar:nowrite"},
+			{"ｗｒｉｔｅ_file", "", refusal.PolicyDenied, "cedar:nowrite"}, {"Write_File", "", refusal.PolicyDenied, "cedar:nowrite"},
+			{"wr\u0131te_file", "", refusal.PolicyDenied, "cedar:nowrite"}, {"echo", "", "", "cedar:all"},
+		}},
+		{"role approval folds names", `roles: {ops: {allow: ["local/*"], approve: ["local/write_file"]}}`, []string{"ops"}, []step{
+			{"WRITE_FILE", "", refusal.PendingApproval, "role:ops approve local/write_file"},
+			{"ｗｒｉｔｅ_ｆｉｌｅ", "", refusal.PendingApproval, "role:ops approve local/write_file"},
+			{"echo", "", "", "role:ops allow local/*"},
+		}},
+		{"role allow matches the name as sent", `roles: {ops: {allow: ["local/read_*"]}}`, []string{"ops"}, []step{
+			{"read_file", "", "", "role:ops allow local/read_*"}, {"READ_FILE", "", refusal.PolicyDenied, policy.RuleNoRole},
+		}},
 		{"audit mode", "policy_mode: audit\ncedar_policies: |\n  forbid (principal, action, resource);\n", nil, []step{
 			{"echo", "", "", "audit:cedar:policy0"},
 		}},

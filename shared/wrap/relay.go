@@ -18,12 +18,21 @@ import (
 // child relay (every byte the child writes, in order) and the gate (the
 // refusal frames). A frame is only ever written at a line boundary of the
 // child's stream, so it can never split a message of the child's; when the
-// child is mid-line, the frame waits until the child finishes the line (or
-// exits).
+// child is mid-line, the frame waits until the child finishes the line.
+// Once the child's stream has ended (it exited, died or closed its
+// stdout) with a line unfinished, that fragment is ended with a "\n" and
+// every frame, held or later, goes on its own line after it: never glued
+// onto the fragment, never held for ever. Frames held back are bounded by
+// maxPendingFrames: past it, frame waits for the child's line to end (the
+// gate then stops reading the client, which is backpressure, not
+// silence: every frame is written once the line ends or the child's
+// stream does).
 type clientOut struct {
 	mu      sync.Mutex
+	drained sync.Cond // on mu: pending was written
 	w       io.Writer
 	midLine bool    // the child's last byte written was not '\n'
+	ended   bool    // the child's stream has ended (childDone)
 	pending []byte  // frames waiting for a line boundary
 	err     error   // first write error; later writes are dropped
 	pins    *pinSet // --pins: reads the child's tools/list answers; nil: none
@@ -46,6 +55,7 @@ func (o *clientOut) child(p []byte) {
 			o.write(p[:i+1])
 			o.write(o.pending)
 			o.pending = o.pending[:0]
+			o.broadcast()
 			p = p[i+1:]
 			o.midLine = false
 		}
@@ -61,19 +71,57 @@ func (o *clientOut) child(p []byte) {
 func (o *clientOut) frame(f []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.midLine {
+	for o.midLine && !o.ended && len(o.pending) >= maxPendingFrames {
+		o.wait()
+	}
+	if o.midLine && !o.ended {
 		o.pending = append(o.pending, f...)
 		return
 	}
+	o.endFragment()
 	o.write(f)
 }
 
-// childDone flushes queued frames once the child's stream has ended.
+// maxPendingFrames bounds the bytes of frames held for the end of the
+// child's line (about 7,000 frames).
+const maxPendingFrames = 1 << 20
+
+// wait waits for held frames to be written. o.mu is held.
+func (o *clientOut) wait() {
+	if o.drained.L == nil {
+		o.drained.L = &o.mu
+	}
+	o.drained.Wait()
+}
+
+// broadcast wakes the frames waiting for room. o.mu is held.
+func (o *clientOut) broadcast() {
+	if o.drained.L != nil {
+		o.drained.Broadcast()
+	}
+}
+
+// childDone flushes queued frames once the child's stream has ended, on
+// a line of their own.
 func (o *clientOut) childDone() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.write(o.pending)
+	o.ended = true
+	if len(o.pending) > 0 {
+		o.endFragment()
+		o.write(o.pending)
+	}
 	o.pending = nil
+	o.broadcast()
+}
+
+// endFragment ends the child's unfinished last line, once its stream has
+// ended, so that a frame after it is a line of its own. o.mu is held.
+func (o *clientOut) endFragment() {
+	if o.midLine && o.ended {
+		o.write([]byte{'\n'})
+		o.midLine = false
+	}
 }
 
 // quietAfterExit is how long the relay of the child's stdout waits for
@@ -117,10 +165,15 @@ type gate struct {
 	policy  *Policy // never nil: emptyPolicy when nothing is enforced
 	enforce bool    // policy came from --policy
 	audit   *auditLog
-	child   io.Writer
+	child   io.Writer // see childSink: a failed write must not stop the gate
 	out     *clientOut
 	warn    func(msg string) // audit trouble, for stderr; nil: dropped
 	pins    *pinSet          // --pins (pins.go); nil: none
+
+	// busy is held while a batch is decided and its effects applied;
+	// stopped (under busy) ends the gate: see stop.
+	busy    sync.Mutex
+	stopped bool
 
 	// per batch, reused
 	recs    []Record
@@ -133,6 +186,42 @@ type effect struct {
 	frames  [][]byte // refusal frames for the client
 	allowed bool     // forward carries at least one allowed call
 	down    int      // calls refused only because the audit is down
+}
+
+// childSink is the child's stdin as the gate writes to it. A child that
+// closed its stdin (or died) while it keeps running must not stop wrap
+// from reading the client: the calls wrap refuses still get their frames
+// ("a hung client is worse than a labelled one"). So the first write
+// error is kept and every later write is dropped, as the child would have
+// dropped them; what the gate forwards after that is lost, exactly as it
+// is for a client talking to that child directly.
+type childSink struct {
+	w   io.Writer
+	err error
+}
+
+func (c *childSink) Write(p []byte) (int, error) {
+	if c.err == nil {
+		_, c.err = c.w.Write(p)
+	}
+	return len(p), nil
+}
+
+// stop waits, at most wait, for a batch being decided to be applied (its
+// frames written), and ends the gate: no batch starts after it. Run calls
+// it once the child's stream has ended, before it returns.
+func (g *gate) stop(wait time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		g.busy.Lock()
+		g.stopped = true
+		g.busy.Unlock()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(wait):
+	}
 }
 
 // maxBatch bounds how many buffered bytes one audit commit covers.
@@ -158,7 +247,7 @@ func (g *gate) run(in io.Reader) error {
 		if last < 0 {
 			// No whole line buffered: read one, however long, to its end.
 			line, rerr := readLine(br)
-			if err := g.batch([][]byte{line}); err != nil {
+			if err := g.lockedBatch([][]byte{line}); err != nil {
 				return err
 			}
 			if rerr != nil {
@@ -197,6 +286,11 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 // chunk decides a run of whole lines. When no line needs a decision
 // (needsDecision), the run goes to the child in one write.
 func (g *gate) chunk(chunk []byte) error {
+	g.busy.Lock()
+	defer g.busy.Unlock()
+	if g.stopped {
+		return errStopped
+	}
 	var lines [][]byte
 	start, some := 0, false
 	for start < len(chunk) {
@@ -213,6 +307,19 @@ func (g *gate) chunk(chunk []byte) error {
 		}
 		_, err := g.child.Write(chunk)
 		return err
+	}
+	return g.batch(lines)
+}
+
+// errStopped ends run once stop has been called.
+var errStopped = errors.New("wrap is exiting")
+
+// lockedBatch is batch under busy.
+func (g *gate) lockedBatch(lines [][]byte) error {
+	g.busy.Lock()
+	defer g.busy.Unlock()
+	if g.stopped {
+		return errStopped
 	}
 	return g.batch(lines)
 }

@@ -207,7 +207,10 @@ func contains(ss []string, s string) bool {
 	return false
 }
 
-// A refusal frame never splits a line the child is in the middle of.
+// A refusal frame never splits a line the child is in the middle of, and
+// is never glued onto a fragment the child left when its stream ended
+// (issue 35, item 5): the fragment is ended first, and a frame decided
+// after the end is written at once, on its own line.
 func TestFrameWaitsForChildLineBoundary(t *testing.T) {
 	var b bytes.Buffer
 	o := &clientOut{w: &b}
@@ -216,7 +219,8 @@ func TestFrameWaitsForChildLineBoundary(t *testing.T) {
 	o.child([]byte(`ult":{}}` + "\n" + `{"partial`))
 	o.frame([]byte("FRAME2\n"))
 	o.childDone()
-	want := `{"jsonrpc":"2.0","id":1,"result":{}}` + "\nFRAME\n" + `{"partial` + "FRAME2\n"
+	o.frame([]byte("FRAME3\n"))
+	want := `{"jsonrpc":"2.0","id":1,"result":{}}` + "\nFRAME\n" + `{"partial` + "\nFRAME2\nFRAME3\n"
 	if b.String() != want {
 		t.Errorf("got %q\nwant %q", b.String(), want)
 	}

@@ -58,8 +58,10 @@ See docs/wrap.md.
 
 // Run is `aegis wrap ARGS...`: args are what follows the word "wrap". It
 // returns the process exit code. Run installs signal handlers for its
-// duration and forwards those signals to the child; a SIGPIPE is caught,
-// so that a client that closes its end of stdout does not kill wrap.
+// duration and forwards those signals to the child, but for those wrap
+// was started ignoring, which stay ignored in wrap and the child
+// (forwarded); a SIGPIPE is caught unless ignored, so that a client that
+// closes its end of stdout does not kill wrap.
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	defer catchSIGPIPE()()
 	fs := flag.NewFlagSet("aegis wrap", flag.ContinueOnError)
@@ -167,8 +169,10 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		cmd.Stdin, cmd.Stdout = childStdin, childStdout
 	}
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwardedSignals...)
-	defer signal.Stop(sigs)
+	if fw := forwarded(); len(fw) > 0 {
+		signal.Notify(sigs, fw...)
+		defer signal.Stop(sigs)
+	}
 	err := cmd.Start()
 	childStdin.Close() // the child's ends, now the child's alone
 	childStdout.Close()
@@ -218,7 +222,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}()
 	} else {
 		out := &clientOut{w: stdout, pins: g.pins}
-		g.child, g.out = childIn, out
+		g.child, g.out = &childSink{w: childIn}, out
 		go func() {
 			_ = g.run(stdin)
 			childIn.Close()
@@ -235,7 +239,30 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err = cmd.Wait()
 	childOut.childExited()
 	<-relayed
+	if g.out != nil {
+		// A call decided as the child died gets its frame before wrap
+		// exits, unless the gate is stuck writing to a stdin that a
+		// process the child left holds and does not read.
+		g.stop(quietAfterExit)
+	}
 	return exitCode(cmd, err, stderr)
+}
+
+// forwarded are the forwardedSignals wrap was not started ignoring. One
+// that was (nohup ignores SIGHUP; a shell ignores SIGINT and SIGQUIT for
+// a background job) stays ignored in wrap, and so in the child, which
+// inherits an ignored disposition across exec: the child ignores it as it
+// would started directly. Catching it (signal.Notify) would have reset it
+// to the default in the child, and forwarding it would have killed the
+// child (under nohup, a hang-up ended the server with status 129).
+func forwarded() []os.Signal {
+	var out []os.Signal
+	for _, s := range forwardedSignals {
+		if !signal.Ignored(s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // copyLoop copies src to dst until EOF, writing every read at once (no

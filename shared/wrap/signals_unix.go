@@ -62,8 +62,15 @@ func signalChild(p *os.Process, s os.Signal, ownGroup bool) {
 // instead of the Go runtime killing wrap with SIGPIPE, which would also
 // skip the audit file's final sync. It catches the signal rather than
 // ignoring it because an ignored signal stays ignored in the child, which
-// must start with the default. The returned func undoes it.
+// must start with the disposition wrap was started with. The returned
+// func undoes it.
 func catchSIGPIPE() (stop func()) {
+	if signal.Ignored(syscall.SIGPIPE) {
+		// Started ignoring it: a write to a closed stream is already an
+		// error, and the child inherits the ignored SIGPIPE as it would
+		// started directly.
+		return func() {}
+	}
 	c := make(chan os.Signal, 1)
 	signal.Notify(c, syscall.SIGPIPE)
 	return func() { signal.Stop(c) }
