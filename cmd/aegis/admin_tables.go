@@ -56,8 +56,9 @@ func runCreateTables(args []string) int {
 // functions do (shared/wiring): the SDK settings for the client,
 // AEGIS_STATE_TABLE / AEGIS_AUDIT_TABLE for the tables and
 // AUDIT_RETENTION_DAYS for the audit records' ttl. The tables must exist
-// (`aegis admin create-tables` locally, template.yaml in AWS).
-func openDynamo(ctx context.Context, tr *telemetry.Tracer, m *metrics.Registry) (*dynamo.Store, error) {
+// (`aegis admin create-tables` locally, template.yaml in AWS). opTimeout
+// is --store-timeout (0: the product's deadlines).
+func openDynamo(ctx context.Context, opTimeout time.Duration, tr *telemetry.Tracer, m *metrics.Registry) (*dynamo.Store, error) {
 	s, err := config.FromEnv(os.Getenv)
 	if err != nil {
 		return nil, err
@@ -66,7 +67,7 @@ func openDynamo(ctx context.Context, tr *telemetry.Tracer, m *metrics.Registry) 
 	if m != nil {
 		extra = append(extra, m.AddAWSMiddleware)
 	}
-	st, err := wiring.OpenDynamo(ctx, s, tr, extra...)
+	st, err := wiring.OpenDynamo(ctx, s, opTimeout, tr, extra...)
 	if err != nil {
 		return nil, err
 	}

@@ -44,14 +44,15 @@ type store struct {
 }
 
 // openStore opens the --store kind; a DynamoDB store's operations are
-// traced (tr) and timed (m) when those are on.
-func openStore(ctx context.Context, kind string, tr *telemetry.Tracer, m *metrics.Registry) (store, error) {
+// traced (tr) and timed (m) when those are on, each with the deadline
+// opTimeout (--store-timeout; 0: the product's).
+func openStore(ctx context.Context, kind string, opTimeout time.Duration, tr *telemetry.Tracer, m *metrics.Registry) (store, error) {
 	switch kind {
 	case "memory":
 		m := memstore.New()
 		return store{Backend: m, mem: m}, nil
 	case "dynamodb":
-		st, err := openDynamo(ctx, tr, m)
+		st, err := openDynamo(ctx, opTimeout, tr, m)
 		if err != nil {
 			return store{}, err
 		}
@@ -66,6 +67,7 @@ func runServe(args []string) int {
 	demoMode := fs.Bool("demo", false, "start a demo upstream and the demo tenant")
 	cfgPath := fs.String("config", "", "YAML configuration file (tenants, servers, keys)")
 	storeKind := fs.String("store", "memory", "state store: memory or dynamodb")
+	storeTimeout := fs.Duration("store-timeout", 0, "with --store dynamodb: each DynamoDB operation's deadline, each attempt waiting half of it for an answer (default 2s; a longer one is for a local emulator such as moto_server on a busy machine)")
 	pprofAddr := fs.String("pprof", "", "serve Go's profiler on this loopback address (benchmarking)")
 	if err := parseFlags(fs, "serve", args); err != nil {
 		return exitOf(err)
@@ -86,18 +88,25 @@ func runServe(args []string) int {
 			return 2
 		}
 	}
-	if err := serve(*addr, *demoMode, *cfgPath, *storeKind, tel, os.Stdout); err != nil {
+	if err := serve(*addr, *demoMode, *cfgPath, *storeKind, *storeTimeout, tel, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "aegis serve:", err)
 		return 1
 	}
 	return 0
 }
 
+// maxStoreTimeout bounds --store-timeout.
+const maxStoreTimeout = time.Minute
+
 // serve runs the gateway until a signal. tel is the telemetry: its logger
 // (nil: discard), tracer, EMF writer, and whether /metrics is served.
-func serve(addr string, demoMode bool, cfgPath, storeKind string, tel telemetry.Setup, out io.Writer) error {
+// storeTimeout is --store-timeout (0: the product's store deadlines).
+func serve(addr string, demoMode bool, cfgPath, storeKind string, storeTimeout time.Duration, tel telemetry.Setup, out io.Writer) error {
 	if demoMode == (cfgPath != "") {
 		return errors.New("give exactly one of --demo or --config FILE")
+	}
+	if err := checkStoreTimeout(storeKind, storeTimeout); err != nil {
+		return err
 	}
 	defer tel.Lines.Flush() // the access log's last lines
 	log := tel.Logger
@@ -146,7 +155,7 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, tel telemetry.
 		// The circuits are read at each scrape, from the store opened below.
 		prom = metrics.New(func(ctx context.Context) ([]metrics.Circuit, error) { return circuits(ctx, b.Backend, time.Now()) })
 	}
-	if b, err = openStore(ctx, storeKind, tel.Tracer, prom); err != nil {
+	if b, err = openStore(ctx, storeKind, storeTimeout, tel.Tracer, prom); err != nil {
 		return fmt.Errorf("--store %s: %w", storeKind, err)
 	}
 	if b.mem != nil {
@@ -266,6 +275,23 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, tel telemetry.
 		return err
 	}
 	return cause
+}
+
+// checkStoreTimeout refuses a --store-timeout (d, 0 when not given)
+// without --store dynamodb, or outside dynamo.DefaultOpTimeout to
+// maxStoreTimeout: the flag only lengthens the product's deadlines, for
+// a local emulator; the request's own deadline (UPSTREAM_TIMEOUT_SECS
+// plus the gateway's store margin) is not changed by it.
+func checkStoreTimeout(kind string, d time.Duration) error {
+	switch {
+	case d == 0:
+		return nil
+	case kind != "dynamodb":
+		return errors.New("--store-timeout applies to --store dynamodb only")
+	case d < dynamo.DefaultOpTimeout || d > maxStoreTimeout:
+		return fmt.Errorf("--store-timeout %s: want %s to %s", d, dynamo.DefaultOpTimeout, maxStoreTimeout)
+	}
+	return nil
 }
 
 // drain stops srv on SIGTERM or SIGINT: the listener is closed at once (new

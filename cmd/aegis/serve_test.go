@@ -122,12 +122,39 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	err := serve("127.0.0.1:0", false, path, "memory", telemetry.Setup{}, &out)
+	err := serve("127.0.0.1:0", false, path, "memory", 0, telemetry.Setup{}, &out)
 	if err == nil || !strings.Contains(err.Error(), "tenants[0].tier") {
 		t.Fatalf("err %v, want one naming tenants[0].tier", err)
 	}
 	t.Setenv("RATE_LIMIT_PER_TOOL", "lots")
-	if err := serve("127.0.0.1:0", true, "", "memory", telemetry.Setup{}, &out); err == nil || !strings.Contains(err.Error(), "RATE_LIMIT_PER_TOOL") {
+	if err := serve("127.0.0.1:0", true, "", "memory", 0, telemetry.Setup{}, &out); err == nil || !strings.Contains(err.Error(), "RATE_LIMIT_PER_TOOL") {
 		t.Fatalf("err %v, want one naming RATE_LIMIT_PER_TOOL", err)
+	}
+}
+
+// TestServeRefusesBadStoreTimeout: --store-timeout only lengthens the
+// DynamoDB store's deadlines; anything else stops start-up, naming it.
+func TestServeRefusesBadStoreTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		kind   string
+		d      time.Duration
+		errHas string
+	}{
+		{kind: "memory", d: 0},
+		{kind: "dynamodb", d: 0},
+		{kind: "dynamodb", d: 2 * time.Second},
+		{kind: "dynamodb", d: time.Minute},
+		{kind: "memory", d: 10 * time.Second, errHas: "--store dynamodb only"},
+		{kind: "dynamodb", d: time.Second, errHas: "want 2s to 1m0s"},
+		{kind: "dynamodb", d: 61 * time.Second, errHas: "want 2s to 1m0s"},
+	} {
+		err := checkStoreTimeout(tc.kind, tc.d)
+		if (err != nil) != (tc.errHas != "") || (err != nil && !strings.Contains(err.Error(), tc.errHas)) {
+			t.Errorf("--store %s --store-timeout %s: err %v, want one naming %q", tc.kind, tc.d, err, tc.errHas)
+		}
+	}
+	var out bytes.Buffer
+	if err := serve("127.0.0.1:0", true, "", "memory", 10*time.Second, telemetry.Setup{}, &out); err == nil || !strings.Contains(err.Error(), "--store-timeout") {
+		t.Fatalf("serve: err %v, want one naming --store-timeout", err)
 	}
 }

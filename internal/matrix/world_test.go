@@ -114,9 +114,10 @@ const caller = "matrix-agent"
 
 // tenantSpec is one tenant of the world.
 type tenantSpec struct {
-	id     string
-	setup  matrix.Setup
-	server string // the server's name
+	id      string
+	setup   matrix.Setup
+	server  string // the server's name
+	profile string // the row's profile (m-other: none, it is in every one)
 }
 
 // tenants are the world's tenants: one per row that a gateway boundary
@@ -131,7 +132,24 @@ func tenants(f *matrix.File) []tenantSpec {
 			}
 		}
 		if runs {
-			out = append(out, tenantSpec{id: r.Tenant(), setup: r.Setup, server: "tools"})
+			out = append(out, tenantSpec{id: r.Tenant(), setup: r.Setup, server: "tools", profile: r.Profile})
+		}
+	}
+	return out
+}
+
+// ofProfile is the tenants a deployment of profile serves: m-other and
+// the tenants of the rows it runs. A process gets no registry of another
+// profile's rows (it never receives their requests), which keeps the
+// DynamoDB boundaries' tables small: moto_server's TransactWriteItems
+// copies the whole table once per item it writes, so a registry write
+// costs in proportion to what the table already holds (see
+// docs/design/conformance.md, "Moto").
+func ofProfile(all []tenantSpec, profile string) []tenantSpec {
+	var out []tenantSpec
+	for _, ts := range all {
+		if ts.id == matrix.OtherTenant || ts.profile == profile {
+			out = append(out, ts)
 		}
 	}
 	return out
@@ -263,12 +281,13 @@ func mintTokens(t *testing.T, f *matrix.File, w *idp) map[string]string {
 	return out
 }
 
-// seed writes the world through b, as an operator would have set it up.
-func seed(t *testing.T, b backend.Backend, f *matrix.File, up string, w *idp) {
+// seed writes the tenants list through b, as an operator would have set
+// them up.
+func seed(t *testing.T, b backend.Backend, list []tenantSpec, up string, w *idp) {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC()
-	for _, ts := range tenants(f) {
+	for _, ts := range list {
 		must(t, b.PutTenant(ctx, registry.Tenant{ID: ts.id, Tier: ts.tier(), RefusalShape: ts.setup.Shape, Content: ts.content(), Issuers: ts.issuers(w), Created: now}))
 		rec, err := auth.KeyWithSecret(ts.id, caller, keyOf(ts.id), now)
 		must(t, err)
@@ -283,13 +302,13 @@ func seed(t *testing.T, b backend.Backend, f *matrix.File, up string, w *idp) {
 	}
 }
 
-// configFile is the world as `aegis serve --config` reads it. Stops are
-// not part of a config file: the serve boundaries set them through the
-// admin API.
-func configFile(t *testing.T, f *matrix.File, up string, w *idp) []byte {
+// configFile is the tenants served as `aegis serve --config` reads them.
+// Stops are not part of a config file: the serve boundaries set them
+// through the admin API.
+func configFile(t *testing.T, served []tenantSpec, up string, w *idp) []byte {
 	t.Helper()
 	var list []map[string]any
-	for _, ts := range tenants(f) {
+	for _, ts := range served {
 		rec, err := auth.KeyWithSecret(ts.id, caller, keyOf(ts.id), time.Now())
 		must(t, err)
 		server := map[string]any{"name": ts.server, "url": ts.url(up)}

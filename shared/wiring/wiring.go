@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/aegis-gw/aegis/shared/admin"
@@ -37,19 +38,29 @@ const RegistryCacheTTL = 10 * time.Second
 // OpenDynamo opens the DynamoDB store: the client from the standard SDK
 // chain (AWS_REGION, credentials, AWS_ENDPOINT_URL_DYNAMODB), the tables
 // from AEGIS_STATE_TABLE / AEGIS_AUDIT_TABLE, audit retention and session
-// item lifetime from s. A non-nil tracer adds one span per DynamoDB call;
-// extra middleware (`aegis serve`'s store metrics) is added after it.
-func OpenDynamo(ctx context.Context, s config.Settings, tr *telemetry.Tracer, extra ...func(*middleware.Stack) error) (*dynamo.Store, error) {
-	o := dynamo.Options{AuditRetention: s.AuditRetention, SessionTTL: s.SessionLifetime}
+// item lifetime from s. opTimeout is each operation's deadline, and half
+// of it each attempt's wait for an answer (the defaults' ratio, 1 s of
+// 2 s); 0 is the product's, dynamo.DefaultOpTimeout and
+// dynamo.ResponseHeaderTimeout. Only `aegis serve --store-timeout` sets
+// it. A non-nil tracer adds one span per DynamoDB call; extra middleware
+// (`aegis serve`'s store metrics) is added after it.
+func OpenDynamo(ctx context.Context, s config.Settings, opTimeout time.Duration, tr *telemetry.Tracer, extra ...func(*middleware.Stack) error) (*dynamo.Store, error) {
+	o := dynamo.Options{AuditRetention: s.AuditRetention, SessionTTL: s.SessionLifetime, OpTimeout: opTimeout}
+	var optFns []func(*dynamodb.Options)
+	if opTimeout > 0 {
+		optFns = append(optFns, func(o *dynamodb.Options) {
+			o.HTTPClient = dynamo.NewHTTPClient().WithTransportOptions(func(t *http.Transport) { t.ResponseHeaderTimeout = opTimeout / 2 })
+		})
+	}
 	var mw []func(*middleware.Stack) error
 	if tr != nil {
 		mw = append(mw, tr.AddAWSMiddleware)
 	}
 	mw = append(mw, extra...)
-	if len(mw) == 0 {
-		return dynamo.Open(ctx, o)
+	if len(mw) > 0 {
+		optFns = append(optFns, dynamo.WithMiddleware(mw...))
 	}
-	return dynamo.Open(ctx, o, dynamo.WithMiddleware(mw...))
+	return dynamo.Open(ctx, o, optFns...)
 }
 
 // Notifier tells approvers of held calls: tenant webhooks (secrets resolved
@@ -102,7 +113,7 @@ func LambdaGateway(ctx context.Context, getenv func(string) string, version stri
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := OpenDynamo(ctx, s, tel.Tracer)
+	st, err := OpenDynamo(ctx, s, 0, tel.Tracer)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -165,7 +176,7 @@ func LambdaAdmin(ctx context.Context, getenv func(string) string, principal admi
 	if err != nil {
 		return nil, err
 	}
-	st, err := OpenDynamo(ctx, s, tel.Tracer)
+	st, err := OpenDynamo(ctx, s, 0, tel.Tracer)
 	if err != nil {
 		return nil, err
 	}
