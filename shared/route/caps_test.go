@@ -152,3 +152,26 @@ func TestCheckRoutesByTheCallsSet(t *testing.T) {
 		})
 	}
 }
+
+// TestViewRebuiltAfterARelistAtTheSameInstant: a view is reused only while
+// its lists are the ones it was built from, even when a list is fetched
+// again at the very instant of the last (a frozen clock): the catalog
+// relisted by one view is seen by every other view of that server.
+func TestViewRebuiltAfterARelistAtTheSameInstant(t *testing.T) {
+	now := time.Unix(1000, 0)
+	reg := &regFake{servers: []registry.Server{{Tenant: "a", Name: "one", URL: "https://one"}}}
+	l := &listerFake{tools: map[string][]string{"one": {"old"}}}
+	c := NewCatalog(reg, l, time.Minute, func() time.Time { return now })
+	ctx := context.Background()
+	if v, _, _ := c.View(ctx, "a", "one"); len(v) != 1 || v[0].Name != "old" {
+		t.Fatal(v)
+	}
+	l.tools["one"] = []string{"new"}
+	c.Forget(&reg.servers[0])
+	if v, _, _ := c.View(ctx, "a", ""); len(v) != 1 || v[0].Name != "new" {
+		t.Fatal(v)
+	}
+	if v, _, _ := c.View(ctx, "a", "one"); len(v) != 1 || v[0].Name != "new" {
+		t.Fatalf("the server's own view is %v after the relist, want new", v)
+	}
+}

@@ -60,6 +60,7 @@ type Catalog struct {
 	views   map[viewKey]*view
 	listing map[serverKey]*listing // in flight, one per server and set
 	bytes   int                    // of the definitions in entries
+	gen     uint64                 // lists stored so far: each list's own number
 }
 
 // Bounds of a Catalog. A server lists one catalog per capability set that
@@ -98,6 +99,7 @@ type view struct {
 type cached struct {
 	tools   []Tool
 	bytes   int       // of the tools' definitions
+	gen     uint64    // which list this is (Catalog.gen when stored): a view's signature
 	fetched time.Time // when tools were listed
 	// failed is when the last re-list failed, err its error: until
 	// MinRefresh has passed, nobody lists again, and the last good tools
@@ -203,6 +205,8 @@ func (c *Catalog) store(k serverKey, e cached) {
 		e.bytes += len(t.Def) + len(t.Name)
 	}
 	c.bytes += e.bytes - c.entries[k].bytes
+	c.gen++
+	e.gen = c.gen
 	c.entries[k] = e
 	for {
 		sets := 0
@@ -350,8 +354,9 @@ func expose(entries []Entry, count map[string]int) []Entry {
 	return out
 }
 
-// signature hashes the servers of a view and when each one's tools were
-// fetched; fresh is false when a list is missing or older than maxAge.
+// signature hashes the servers of a view and which list of each one's
+// tools it has (its gen: two listings at one instant are still two);
+// fresh is false when a list is missing or older than maxAge.
 func (c *Catalog) signature(servers []registry.Server, only string, caps upstream.Caps, maxAge time.Duration) (uint64, bool) {
 	h := fnv.New64a()
 	now := c.now()
@@ -370,7 +375,7 @@ func (c *Catalog) signature(servers []registry.Server, only string, caps upstrea
 		h.Write([]byte(srv.Name))
 		h.Write([]byte{0})
 		h.Write([]byte(srv.URL))
-		binary.LittleEndian.PutUint64(b[:], uint64(e.fetched.UnixNano()))
+		binary.LittleEndian.PutUint64(b[:], e.gen)
 		h.Write(b[:])
 		if cr := srv.Credential; cr != nil {
 			h.Write([]byte(cr.Header))
