@@ -17,19 +17,21 @@ import (
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/route"
+	"github.com/aegis-gw/aegis/shared/sessioncheck"
 	"github.com/aegis-gw/aegis/shared/telemetry"
 	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
 // list answers tools/list, prompts/list, resources/list or
-// resources/templates/list from its catalog (route.Catalogs), one page
-// with every entry, each named as the catalog exposes it (its key member
+// resources/templates/list from its catalog (route.Catalogs) as the
+// servers list them to a client of c's capability set
+// (sessioncheck.Caps), one page with every entry, each named as the catalog exposes it (its key member
 // edited when that is "server.name"), and filtered by the same decision
 // code the decided requests use (pipeline.Visible, with the entry's name
 // as route.Named gives it for prompts and resources), so a hidden entry
 // cannot be read and a readable one is never hidden.
 func (g *Gateway) list(ctx context.Context, w http.ResponseWriter, ep endpoint, c *pipeline.Call, l listKind) {
-	view, errs, err := l.cat.View(ctx, c.Tenant.ID, ep.server)
+	view, errs, err := l.cat.ViewFor(ctx, c.Tenant.ID, ep.server, sessioncheck.Caps(c))
 	if err != nil {
 		g.internal(w, c, err)
 		return
@@ -402,7 +404,8 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, 
 
 // exchange is c's request to srv on the gateway session's upstream
 // session (opened by the upstream client when there is none, announcing
-// the client's capabilities from the session record). Messages of the
+// the client's capability set, sessioncheck.Caps: the set the call was
+// routed by). Messages of the
 // upstream's event stream before its response go to the client's stream
 // on /mcp (relayMessage), and are dropped on /v1/invoke, which answers
 // with one JSON body.
@@ -416,9 +419,8 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, 
 func (g *Gateway) exchange(c *pipeline.Call, srv *registry.Server, ep endpoint, params json.RawMessage) (ex *upstream.Exchange, settle func(ctx context.Context, used upstream.Session)) {
 	prev, _ := upstream.DecodeSession(c.Session.Upstream[srv.Name])
 	ex = &upstream.Exchange{Server: srv, Session: prev, ID: c.ID, Method: c.Method, Params: params}
-	if c.Session.Capabilities != "" {
-		ex.Capabilities = json.RawMessage(c.Session.Capabilities)
-	}
+	caps := sessioncheck.Caps(c)
+	ex.Capabilities = caps.JSON()
 	settle = func(context.Context, upstream.Session) {}
 	if c.SessionID != "" && c.Session.ID != "" {
 		tenant, id, name, corr := c.Tenant.ID, c.SessionID, srv.Name, c.CorrelationID
@@ -428,7 +430,7 @@ func (g *Gateway) exchange(c *pipeline.Call, srv *registry.Server, ep endpoint, 
 			}
 		}
 		stored := prev
-		if asksClient(ex.Capabilities) {
+		if caps.AsksClient() {
 			ex.OnSession = func(s upstream.Session) {
 				ctx, cancel := context.WithTimeout(context.Background(), SettleTimeout)
 				defer cancel()
@@ -526,17 +528,6 @@ func refusedSlot(c *pipeline.Call) string {
 		return c.RefusedBy.String()
 	}
 	return audit.SlotSend
-}
-
-// asksClient reports whether client capabilities caps let a server send
-// the client requests (sampling, elicitation, roots).
-func asksClient(caps json.RawMessage) bool {
-	for _, k := range []string{"sampling", "elicitation", "roots"} {
-		if v := jsonrpc.Member(caps, k); v != nil && string(v) != "null" {
-			return true
-		}
-	}
-	return false
 }
 
 // endTransient ends, in the background, an upstream session opened for a

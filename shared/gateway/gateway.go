@@ -485,14 +485,12 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 	}
 	switch {
 	case modern:
-		// Stateless: no gateway session. What a session record would hold
-		// for the upstream, the client's capabilities, comes with the
-		// request.
+		// Stateless: no gateway session. The client's capabilities come
+		// with the request; kept as the set the gateway relays
+		// (upstream.Caps), which routing and the upstream see.
 		c.Stateless = true
-		caps := jsonrpc.Member(jsonrpc.Member(req.Params, "_meta"), upstream.MetaClientCapabilities)
-		if len(caps) > 0 && caps[0] == '{' && len(caps) <= session.MaxCapabilitiesBytes {
-			c.Session.Capabilities = string(caps)
-		}
+		caps := upstream.ParseCaps(jsonrpc.Member(jsonrpc.Member(req.Params, "_meta"), upstream.MetaClientCapabilities))
+		c.Session.Capabilities = string(caps.JSON())
 	case ep.mcp:
 		c.SessionID = r.Header.Get("Mcp-Session-Id")
 	default:

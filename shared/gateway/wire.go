@@ -37,8 +37,9 @@ func NewHTTPClient(local bool) *http.Client {
 
 // lister fetches one of a server's lists (tools/list, prompts/list,
 // resources/list or resources/templates/list: method, the array in the
-// result: member, each entry's name: key) over a fresh upstream session,
-// which it ends afterwards. A server that answers the method with -32601
+// result: member, each entry's name: key) over a fresh upstream session
+// announcing the capability set it lists for (route.Lister), which it
+// ends afterwards. A server that answers the method with -32601
 // (it has no prompts, say) has an empty list.
 type lister struct {
 	up                  *upstream.Client
@@ -61,9 +62,9 @@ func templateLister(up *upstream.Client) lister {
 const maxPages = 20
 
 // ListTools implements route.Lister (for every kind of list).
-func (l lister) ListTools(ctx context.Context, srv *registry.Server) ([]route.Tool, error) {
+func (l lister) ListTools(ctx context.Context, srv *registry.Server, caps upstream.Caps) ([]route.Tool, error) {
 	ctx = l.up.WithBudget(ctx) // one UPSTREAM_TIMEOUT_SECS for every page
-	sess, err := l.up.Initialize(ctx, srv)
+	sess, err := l.up.Open(ctx, srv, caps.JSON())
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +79,7 @@ func (l lister) ListTools(ctx context.Context, srv *registry.Server) ([]route.To
 			c, _ := json.Marshal(cursor)
 			params = jsonrpc.Edit(params, "cursor", c)
 		}
-		resp, _, err := l.up.Send(ctx, &upstream.Exchange{Server: srv, Session: sess, ID: json.RawMessage(fmt.Sprint(page + 1)), Method: l.method, Params: params})
+		resp, _, err := l.up.Send(ctx, &upstream.Exchange{Server: srv, Session: sess, ID: json.RawMessage(fmt.Sprint(page + 1)), Method: l.method, Params: params, Capabilities: caps.JSON()})
 		if err != nil {
 			return nil, err
 		}

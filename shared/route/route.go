@@ -1,8 +1,12 @@
 // Package route knows which tools each tenant has and on which server: the
-// tool catalog (each server's tools/list, cached per process) and the
-// pipeline's "route" slot, which answers -32601 for a tool the tenant does
-// not have. A tenant's catalog is built only from that tenant's servers, so
-// another tenant's tool is unknown, never forbidden.
+// tool catalog (each server's tools/list, cached per process and per
+// client capability set) and the pipeline's "route" slot, which answers
+// -32601 for a tool the tenant does not have. A tenant's catalog is built
+// only from that tenant's servers, so another tenant's tool is unknown,
+// never forbidden; and a server's list is the one it gives a client of the
+// call's capabilities (upstream.Caps), so a tool a server offers only to
+// clients that can be asked (sampling, elicitation, roots) is listed and
+// routed for those clients, and unknown to the others.
 package route
 
 import (
@@ -18,6 +22,8 @@ import (
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/sessioncheck"
+	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
 // Tool is one tool definition as its server lists it.
@@ -26,9 +32,11 @@ type Tool struct {
 	Def  json.RawMessage // the exact definition object from tools/list
 }
 
-// Lister fetches a server's whole tool list (all pages).
+// Lister fetches a server's whole tool list (all pages), as the server
+// lists it to a client that declared caps: the listing session announces
+// caps (upstream.Caps.JSON) as a call's session of such a client does.
 type Lister interface {
-	ListTools(ctx context.Context, srv *registry.Server) ([]Tool, error)
+	ListTools(ctx context.Context, srv *registry.Server, caps upstream.Caps) ([]Tool, error)
 }
 
 // Entry is a tool as a tenant sees it.
@@ -38,7 +46,9 @@ type Entry struct {
 	Tool   Tool
 }
 
-// Catalog caches each server's tool list for TTL. Safe for concurrent use.
+// Catalog caches each server's tool list for TTL, one list per client
+// capability set that asked for it (at most MaxSets per server, at most
+// MaxBytes of definitions in all, see store). Safe for concurrent use.
 type Catalog struct {
 	reg    registry.Reader
 	lister Lister
@@ -48,12 +58,34 @@ type Catalog struct {
 	mu      sync.Mutex
 	entries map[serverKey]cached
 	views   map[viewKey]*view
-	listing map[serverKey]*listing // in flight, one per server
+	listing map[serverKey]*listing // in flight, one per server and set
+	bytes   int                    // of the definitions in entries
+	gen     uint64                 // lists stored so far: each list's own number
 }
 
-type serverKey struct{ tenant, name, url string }
+// Bounds of a Catalog. A server lists one catalog per capability set that
+// clients declared (upstream.Caps has 40, real clients a handful); past
+// MaxSets sets of one server, or MaxBytes of definitions in all, the list
+// fetched longest ago is dropped (another set's, never the one being
+// stored), and is listed again when next asked for. One list larger than
+// MaxBytes on its own is still kept: it is the only one.
+const (
+	MaxSets  = 8
+	MaxBytes = 32 << 20
+	// maxViews bounds the built namespaces kept (one per tenant, endpoint
+	// and set): past it they are all dropped, and rebuilt when asked for.
+	maxViews = 4096
+)
 
-type viewKey struct{ tenant, only string }
+type serverKey struct {
+	tenant, name, url string
+	caps              upstream.Caps
+}
+
+type viewKey struct {
+	tenant, only string
+	caps         upstream.Caps
+}
 
 // view is a built tool namespace, reused while its servers and their tool
 // lists are unchanged (sig), so a call resolves its tool with one map
@@ -66,6 +98,8 @@ type view struct {
 
 type cached struct {
 	tools   []Tool
+	bytes   int       // of the tools' definitions
+	gen     uint64    // which list this is (Catalog.gen when stored): a view's signature
 	fetched time.Time // when tools were listed
 	// failed is when the last re-list failed, err its error: until
 	// MinRefresh has passed, nobody lists again, and the last good tools
@@ -82,7 +116,9 @@ func NewCatalog(reg registry.Reader, lister Lister, ttl time.Duration, now func(
 	return &Catalog{reg: reg, lister: lister, ttl: ttl, now: now, entries: map[serverKey]cached{}, views: map[viewKey]*view{}, listing: map[serverKey]*listing{}}
 }
 
-func cacheKey(s *registry.Server) serverKey { return serverKey{s.Tenant, s.Name, s.URL} }
+func cacheKey(s *registry.Server, caps upstream.Caps) serverKey {
+	return serverKey{s.Tenant, s.Name, s.URL, caps}
+}
 
 // tools returns srv's tools, from cache unless older than maxAge. When a
 // re-list fails, the last good list is kept and served (stale beats none:
@@ -95,8 +131,8 @@ func cacheKey(s *registry.Server) serverKey { return serverKey{s.Tenant, s.Name,
 // not die with the caller that started it (it is bounded by the upstream
 // client's own deadline), so a client giving up is never taken for the
 // server failing.
-func (c *Catalog) tools(ctx context.Context, srv *registry.Server, maxAge time.Duration) ([]Tool, error) {
-	k := cacheKey(srv)
+func (c *Catalog) tools(ctx context.Context, srv *registry.Server, caps upstream.Caps, maxAge time.Duration) ([]Tool, error) {
+	k := cacheKey(srv, caps)
 	now := c.now()
 	c.mu.Lock()
 	e, ok := c.entries[k]
@@ -139,7 +175,7 @@ type listing struct {
 
 // list lists srv's tools for f and records the outcome (see tools).
 func (c *Catalog) list(ctx context.Context, srv *registry.Server, k serverKey, f *listing) {
-	tools, err := c.lister.ListTools(ctx, srv)
+	tools, err := c.lister.ListTools(ctx, srv, k.caps)
 	c.mu.Lock()
 	defer close(f.done)
 	defer c.mu.Unlock()
@@ -157,8 +193,53 @@ func (c *Catalog) list(ctx context.Context, srv *registry.Server, k serverKey, f
 	if tools == nil {
 		tools = []Tool{}
 	}
-	c.entries[k] = cached{tools: tools, fetched: c.now()}
+	c.store(k, cached{tools: tools, fetched: c.now()})
 	f.tools = tools
+}
+
+// store caches e as k's list, within MaxSets and MaxBytes (see them):
+// other lists are dropped, fetched longest ago first, until both hold.
+// c.mu is held.
+func (c *Catalog) store(k serverKey, e cached) {
+	for _, t := range e.tools {
+		e.bytes += len(t.Def) + len(t.Name)
+	}
+	c.bytes += e.bytes - c.entries[k].bytes
+	c.gen++
+	e.gen = c.gen
+	c.entries[k] = e
+	for {
+		sets := 0
+		var oldest, oldestSame *serverKey
+		for ok, oe := range c.entries {
+			if ok == k {
+				continue
+			}
+			if ok.tenant == k.tenant && ok.name == k.name && ok.url == k.url {
+				sets++
+				if oldestSame == nil || oe.fetched.Before(c.entries[*oldestSame].fetched) {
+					oldestSame = &ok
+				}
+			}
+			if oldest == nil || oe.fetched.Before(c.entries[*oldest].fetched) {
+				oldest = &ok
+			}
+		}
+		switch {
+		case sets+1 > MaxSets:
+			c.drop(*oldestSame)
+		case c.bytes > MaxBytes && oldest != nil:
+			c.drop(*oldest)
+		default:
+			return
+		}
+	}
+}
+
+// drop forgets k's list. c.mu is held.
+func (c *Catalog) drop(k serverKey) {
+	c.bytes -= c.entries[k].bytes
+	delete(c.entries, k)
 }
 
 // ServerError is a server whose tools could not be listed.
@@ -170,32 +251,37 @@ type ServerError struct {
 func (e *ServerError) Error() string { return fmt.Sprintf("server %s: %v", e.Server, e.Err) }
 func (e *ServerError) Unwrap() error { return e.Err }
 
-// View lists the tools of tenant, over all servers or only the one named
-// only. Names colliding across servers, and names that are another tool's
+// ViewFor lists the tools of tenant as its servers list them to a client
+// that declared caps, over all servers or only the one named only. Names
+// colliding across servers, and names that are another tool's
 // "server.tool", are exposed as "server.tool" (see expose); every exposed
 // name is one tool. Servers that cannot be listed are skipped and
 // reported in errs.
-func (c *Catalog) View(ctx context.Context, tenant, only string) (out []Entry, errs []error, err error) {
-	return c.view(ctx, tenant, only, c.ttl)
-}
-
-func (c *Catalog) view(ctx context.Context, tenant, only string, maxAge time.Duration) (out []Entry, errs []error, err error) {
-	v, errs, err := c.built(ctx, tenant, only, maxAge)
+func (c *Catalog) ViewFor(ctx context.Context, tenant, only string, caps upstream.Caps) (out []Entry, errs []error, err error) {
+	v, errs, err := c.built(ctx, tenant, only, caps, c.ttl)
 	if v == nil {
 		return nil, errs, err
 	}
 	return v.entries, errs, nil
 }
 
-// built returns the namespace of tenant (or of its server only), reusing
-// the last one built when no server and no tool list changed since.
-func (c *Catalog) built(ctx context.Context, tenant, only string, maxAge time.Duration) (*view, []error, error) {
+// View is ViewFor a client that declared no capabilities: the tools every
+// client is offered, the names the admin API resolves kill switches and
+// pins in.
+func (c *Catalog) View(ctx context.Context, tenant, only string) (out []Entry, errs []error, err error) {
+	return c.ViewFor(ctx, tenant, only, 0)
+}
+
+// built returns the namespace of tenant (or of its server only) for caps,
+// reusing the last one built when no server and no tool list changed
+// since.
+func (c *Catalog) built(ctx context.Context, tenant, only string, caps upstream.Caps, maxAge time.Duration) (*view, []error, error) {
 	servers, err := c.reg.Servers(ctx, tenant)
 	if err != nil {
 		return nil, nil, err
 	}
-	vk := viewKey{tenant, only}
-	if sig, fresh := c.signature(servers, only, maxAge); fresh {
+	vk := viewKey{tenant, only, caps}
+	if sig, fresh := c.signature(servers, only, caps, maxAge); fresh {
 		c.mu.Lock()
 		v := c.views[vk]
 		c.mu.Unlock()
@@ -211,7 +297,7 @@ func (c *Catalog) built(ctx context.Context, tenant, only string, maxAge time.Du
 		if only != "" && srv.Name != only {
 			continue
 		}
-		tools, err := c.tools(ctx, srv, maxAge)
+		tools, err := c.tools(ctx, srv, caps, maxAge)
 		if err != nil {
 			errs = append(errs, &ServerError{Server: srv.Name, Err: err})
 			continue
@@ -225,9 +311,12 @@ func (c *Catalog) built(ctx context.Context, tenant, only string, maxAge time.Du
 	for i := range v.entries {
 		v.index[v.entries[i].Name] = i
 	}
-	if sig, fresh := c.signature(servers, only, maxAge); fresh && len(errs) == 0 {
+	if sig, fresh := c.signature(servers, only, caps, maxAge); fresh && len(errs) == 0 {
 		v.sig = sig
 		c.mu.Lock()
+		if _, ok := c.views[vk]; !ok && len(c.views) >= maxViews {
+			clear(c.views)
+		}
 		c.views[vk] = v
 		c.mu.Unlock()
 	}
@@ -265,9 +354,10 @@ func expose(entries []Entry, count map[string]int) []Entry {
 	return out
 }
 
-// signature hashes the servers of a view and when each one's tools were
-// fetched; fresh is false when a list is missing or older than maxAge.
-func (c *Catalog) signature(servers []registry.Server, only string, maxAge time.Duration) (uint64, bool) {
+// signature hashes the servers of a view and which list of each one's
+// tools it has (its gen: two listings at one instant are still two);
+// fresh is false when a list is missing or older than maxAge.
+func (c *Catalog) signature(servers []registry.Server, only string, caps upstream.Caps, maxAge time.Duration) (uint64, bool) {
 	h := fnv.New64a()
 	now := c.now()
 	c.mu.Lock()
@@ -278,14 +368,14 @@ func (c *Catalog) signature(servers []registry.Server, only string, maxAge time.
 		if only != "" && srv.Name != only {
 			continue
 		}
-		e, ok := c.entries[cacheKey(srv)]
+		e, ok := c.entries[cacheKey(srv, caps)]
 		if !ok || now.Sub(e.fetched) >= maxAge {
 			return 0, false
 		}
 		h.Write([]byte(srv.Name))
 		h.Write([]byte{0})
 		h.Write([]byte(srv.URL))
-		binary.LittleEndian.PutUint64(b[:], uint64(e.fetched.UnixNano()))
+		binary.LittleEndian.PutUint64(b[:], e.gen)
 		h.Write(b[:])
 		if cr := srv.Credential; cr != nil {
 			h.Write([]byte(cr.Header))
@@ -321,14 +411,15 @@ func (c *Catalog) HasServer(ctx context.Context, tenant, name string) (bool, err
 	return false, nil
 }
 
-// Resolve finds the tool a tenant asked for: by exposed name, or by
-// "server.tool", limited to server when it is not empty. ok is false when
-// the tenant has no such tool. A miss refetches the lists once (at most
-// every MinRefresh), so a newly added tool is found.
-func (c *Catalog) Resolve(ctx context.Context, tenant, server, name string) (e Entry, ok bool, errs []error, err error) {
+// ResolveFor finds the tool a tenant's client that declared caps asked
+// for: by exposed name, or by "server.tool", limited to server when it is
+// not empty. ok is false when the tenant has no such tool for that client.
+// A miss refetches the lists once (at most every MinRefresh), so a newly
+// added tool is found.
+func (c *Catalog) ResolveFor(ctx context.Context, tenant, server, name string, caps upstream.Caps) (e Entry, ok bool, errs []error, err error) {
 	for _, maxAge := range []time.Duration{c.ttl, MinRefresh} {
 		var v *view
-		v, errs, err = c.built(ctx, tenant, server, maxAge)
+		v, errs, err = c.built(ctx, tenant, server, caps, maxAge)
 		if err != nil {
 			return Entry{}, false, nil, err
 		}
@@ -337,6 +428,11 @@ func (c *Catalog) Resolve(ctx context.Context, tenant, server, name string) (e E
 		}
 	}
 	return Entry{}, false, errs, nil
+}
+
+// Resolve is ResolveFor a client that declared no capabilities (see View).
+func (c *Catalog) Resolve(ctx context.Context, tenant, server, name string) (e Entry, ok bool, errs []error, err error) {
+	return c.ResolveFor(ctx, tenant, server, name, 0)
 }
 
 func (v *view) match(name string) (Entry, bool) {
@@ -411,7 +507,7 @@ func (k *Check) resolve(ctx context.Context, c *pipeline.Call) error {
 	default:
 		return nil // other requests name a server (/mcp/{server}) or none
 	}
-	e, ok, errs, err := k.cat.Resolve(ctx, c.Tenant.ID, c.RequestedServer, c.Tool)
+	e, ok, errs, err := k.cat.ResolveFor(ctx, c.Tenant.ID, c.RequestedServer, c.Tool, sessioncheck.Caps(c))
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/store"
+	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
 type regFake struct{ servers []registry.Server }
@@ -28,17 +29,25 @@ func (r *regFake) Servers(context.Context, string) ([]registry.Server, error) {
 
 type listerFake struct {
 	tools map[string][]string // server name → tool names
+	// needs lists a tool only to clients whose set has all its bits, as a
+	// server that offers it only to clients it can ask (tool → set).
+	needs map[string]upstream.Caps
 	calls int
-	fail  error // when set, every listing fails with it
+	asked []upstream.Caps // the set of each listing, in order
+	fail  error           // when set, every listing fails with it
 }
 
-func (l *listerFake) ListTools(_ context.Context, srv *registry.Server) ([]Tool, error) {
+func (l *listerFake) ListTools(_ context.Context, srv *registry.Server, caps upstream.Caps) ([]Tool, error) {
 	l.calls++
+	l.asked = append(l.asked, caps)
 	if l.fail != nil {
 		return nil, l.fail
 	}
 	var out []Tool
 	for _, n := range l.tools[srv.Name] {
+		if caps&l.needs[n] != l.needs[n] {
+			continue
+		}
 		out = append(out, Tool{Name: n, Def: json.RawMessage(`{"name":"` + n + `"}`)})
 	}
 	return out, nil
@@ -69,8 +78,8 @@ func TestCatalogViewIsReusedAndInvalidated(t *testing.T) {
 	if e, ok := resolve("two.y"); !ok || e.Server.Name != "two" {
 		t.Fatalf("two.y: %+v", e)
 	}
-	v1, _, _ := c.built(ctx, "a", "", time.Minute)
-	v2, _, _ := c.built(ctx, "a", "", time.Minute)
+	v1, _, _ := c.built(ctx, "a", "", 0, time.Minute)
+	v2, _, _ := c.built(ctx, "a", "", 0, time.Minute)
 	if v1 != v2 || l.calls != 2 {
 		t.Fatalf("view rebuilt (%p vs %p) or lists refetched (%d calls)", v1, v2, l.calls)
 	}
@@ -154,7 +163,7 @@ type blockingLister struct {
 	calls   int
 }
 
-func (l *blockingLister) ListTools(ctx context.Context, _ *registry.Server) ([]Tool, error) {
+func (l *blockingLister) ListTools(ctx context.Context, _ *registry.Server, _ upstream.Caps) ([]Tool, error) {
 	l.mu.Lock()
 	l.calls++
 	l.mu.Unlock()

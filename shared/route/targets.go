@@ -12,6 +12,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/sessioncheck"
 )
 
 // Catalogs are a gateway's catalogs, one per list a server answers: its
@@ -106,7 +107,7 @@ func (k *Check) resolveTarget(ctx context.Context, c *pipeline.Call) error {
 		if l.cat == nil {
 			continue
 		}
-		e, ok, _, err := l.cat.Resolve(ctx, c.Tenant.ID, c.RequestedServer, t.name)
+		e, ok, _, err := l.cat.ResolveFor(ctx, c.Tenant.ID, c.RequestedServer, t.name, sessioncheck.Caps(c))
 		if err != nil {
 			return err
 		}
@@ -134,7 +135,7 @@ func (k *Check) resolveTarget(ctx context.Context, c *pipeline.Call) error {
 func unknown(ctx context.Context, cat *Catalog, c *pipeline.Call, kind, name string) error {
 	var choices []string
 	if cat != nil {
-		if view, _, err := cat.View(ctx, c.Tenant.ID, c.RequestedServer); err == nil {
+		if view, _, err := cat.ViewFor(ctx, c.Tenant.ID, c.RequestedServer, sessioncheck.Caps(c)); err == nil {
 			for _, e := range view {
 				if e.Tool.Name == name && e.Name != name {
 					choices = append(choices, e.Name)
@@ -154,7 +155,7 @@ func unknown(ctx context.Context, cat *Catalog, c *pipeline.Call, kind, name str
 // choices. A URI "server.rest" whose server has a template matching rest
 // goes to that server as rest.
 func (k *Check) byTemplate(ctx context.Context, c *pipeline.Call, t target) (bool, error) {
-	view, _, err := k.cats.Templates.View(ctx, c.Tenant.ID, c.RequestedServer)
+	view, _, err := k.cats.Templates.ViewFor(ctx, c.Tenant.ID, c.RequestedServer, sessioncheck.Caps(c))
 	if err != nil {
 		return false, err
 	}
@@ -341,13 +342,17 @@ func UpstreamParams(c *pipeline.Call) json.RawMessage {
 	return params
 }
 
-// Forget drops srv's cached list, so that the next request lists it
-// again (its server said the list changed).
+// Forget drops srv's cached lists, of every capability set, so that the
+// next request lists it again (its server said the list changed).
 func (c *Catalog) Forget(srv *registry.Server) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.entries, cacheKey(srv))
+	for k := range c.entries {
+		if k.tenant == srv.Tenant && k.name == srv.Name && k.url == srv.URL {
+			c.drop(k)
+		}
+	}
 }

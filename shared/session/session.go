@@ -28,11 +28,12 @@ type Record struct {
 	ToolCalls   int       `json:"tool_calls,omitempty"`
 	Steps       []int64   `json:"steps,omitempty"`
 
-	// Capabilities are the client's capabilities from its initialize
-	// (JSON, at most MaxCapabilitiesBytes; "" when none or longer), which
-	// the gateway announces to every upstream it opens a session on for
-	// this session, so that an upstream asks the client only what it can
-	// answer (sampling, elicitation, roots).
+	// Capabilities are, on a 2026-07-28 request's record (never stored),
+	// the capabilities its _meta declares, as the gateway relays them
+	// (upstream.Caps.JSON). A stored session's set is not here: its id
+	// carries it (sessioncheck.Caps), because routing needs it before the
+	// record is read. Sessions stored by earlier versions may hold their
+	// client's whole object; nothing reads it.
 	Capabilities string `json:"capabilities,omitempty"`
 
 	// Manifest is the session's own manifest (policy.Manifest as JSON, at
@@ -41,9 +42,6 @@ type Record struct {
 	// only narrow the tenant's and the API key's (policy.Merge).
 	Manifest string `json:"manifest,omitempty"`
 }
-
-// MaxCapabilitiesBytes caps Record.Capabilities.
-const MaxCapabilitiesBytes = 4096
 
 // Limits are the two session clocks.
 type Limits struct {

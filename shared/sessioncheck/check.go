@@ -21,6 +21,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/session"
 	"github.com/aegis-gw/aegis/shared/store"
+	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
 // MaxNewSessionsPerMinute is the ceiling on sessions one API key opens per
@@ -146,17 +147,18 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 // a call on an existing session), and a session written for a call the
 // ceiling refuses is deleted again.
 func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) func() error {
-	r := session.Record{ID: NewID(), Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
+	id := NewID()
+	if c.Method == "initialize" {
+		if caps := upstream.ParseCaps(jsonrpc.Member(c.Params, "capabilities")); caps != 0 {
+			id += capsSep + caps.Tag()
+		}
+	}
+	r := session.Record{ID: id, Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
 	m, err := declaredManifest(c.Params)
 	if err != nil {
 		return func() error { return err }
 	}
 	r.Manifest = m
-	if c.Method == "initialize" {
-		if caps := jsonrpc.Member(c.Params, "capabilities"); len(caps) > 0 && caps[0] == '{' && len(caps) <= session.MaxCapabilitiesBytes {
-			r.Capabilities = string(caps)
-		}
-	}
 	c.SessionID, c.NewSession = r.ID, true
 	owner := c.KeyID
 	if owner == "" {
@@ -230,6 +232,32 @@ func declaredManifest(params json.RawMessage) (string, error) {
 		return "", refusal.New(refusal.InvalidParams, "Invalid params: _meta[\""+policy.MetaManifest+"\"] is not JSON")
 	}
 	return b.String(), nil
+}
+
+// capsSep joins a session id's random part and its capability tag.
+const capsSep = "-"
+
+// Caps is the client capability set c runs with (upstream.Caps): a
+// 2026-07-28 request's own, from its _meta (Call.Session.Capabilities,
+// which the gateway sets from it), or its session's, which the session's
+// id carries: the 32 hex digits of NewID, then "-" and the set's two
+// (upstream.Caps.Tag), when initialize declared any. The id carries it,
+// not the session record, because routing (a pipeline.Resolver) resolves
+// a call's tool before the record is read, in the same wave as the other
+// checks' store work; the id is the record's key, so a client that
+// changes the tag names a session that does not exist. An id without a tag
+// (a session that declared nothing, a /v1/invoke session, or one opened
+// before ids carried the tag) runs with none.
+func Caps(c *pipeline.Call) upstream.Caps {
+	if c.Stateless {
+		return upstream.ParseCaps(json.RawMessage(c.Session.Capabilities))
+	}
+	id := c.SessionID
+	if len(id) != 32+len(capsSep)+2 || id[32:32+len(capsSep)] != capsSep {
+		return 0
+	}
+	caps, _ := upstream.ParseCapsTag(id[32+len(capsSep):])
+	return caps
 }
 
 // NewID returns a new session id: 128 random bits, hex.

@@ -70,8 +70,10 @@ func (c *Client) discover(ctx context.Context, srv *registry.Server) (Session, b
 	return s, true, nil
 }
 
-// modernMeta adds the SEP-2575 _meta members to params (members the client
-// already set are kept).
+// modernMeta adds the SEP-2575 _meta members to params: the protocol
+// version and client info when the client set none, and the capabilities
+// caps whatever the client set (the upstream is told the set the gateway
+// relays, the one its tools were listed for: Caps).
 func (c *Client) modernMeta(params json.RawMessage, protocol string, caps json.RawMessage) json.RawMessage {
 	v, _ := json.Marshal(protocol)
 	params = SetMeta(params, MetaProtocolVersion, v)
@@ -80,13 +82,18 @@ func (c *Client) modernMeta(params json.RawMessage, protocol string, caps json.R
 	if len(caps) == 0 || caps[0] != '{' {
 		caps = json.RawMessage(`{}`)
 	}
-	return SetMeta(params, MetaClientCapabilities, caps)
+	return setMeta(params, MetaClientCapabilities, caps, true)
 }
 
 // SetMeta returns params with params._meta[key] = val, unless _meta already
 // has key. params that are absent or null become an object; params that are
 // not an object are returned unchanged. The input is never modified.
 func SetMeta(params json.RawMessage, key string, val json.RawMessage) json.RawMessage {
+	return setMeta(params, key, val, false)
+}
+
+// setMeta is SetMeta, replacing a value _meta has for key when replace.
+func setMeta(params json.RawMessage, key string, val json.RawMessage, replace bool) json.RawMessage {
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage(`{}`)
 	}
@@ -100,7 +107,7 @@ func SetMeta(params json.RawMessage, key string, val json.RawMessage) json.RawMe
 	case meta[0] != '{':
 		return params
 	}
-	if jsonrpc.Member(meta, key) != nil {
+	if old := jsonrpc.Member(meta, key); old != nil && (!replace || string(old) == string(val)) {
 		return params
 	}
 	return jsonrpc.Edit(params, "_meta", jsonrpc.Edit(meta, key, val))
