@@ -68,7 +68,9 @@ package content
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/url"
 	"log/slog"
 	"strings"
 	"time"
@@ -272,8 +274,31 @@ func (k *Check) Egress(ctx context.Context, c *pipeline.Call) error {
 		if found, err = k.o.Scanner.Scan(v, found); err != nil {
 			return fmt.Errorf("content: %s of %s unreadable: %w", m, c.Method, err)
 		}
+		if m == "uri" || strings.HasSuffix(m, ".uri") {
+			// A URI's parts as words: the scanner takes digits glued
+			// to a "/" or "=" for part of a token, not a number.
+			var u string
+			if json.Unmarshal(v, &u) == nil {
+				found = k.o.Scanner.ScanString(uriWords(u), found)
+			}
+		}
 	}
 	return k.outbound(ctx, c, actions(k.o.Defaults, c.Tenant), found)
+}
+
+// uriWords is u unescaped (%XX, and + in a query) with its delimiters as
+// spaces, so that each part of it is scanned as a word of its own.
+func uriWords(u string) string {
+	if d, err := url.QueryUnescape(u); err == nil {
+		u = d
+	}
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '/', '?', '&', '=', '#', ':', ';', ',', '@', '!', '$', '(', ')', '*', '[', ']', '{', '}', '\'', '~', '|':
+			return ' '
+		}
+		return r
+	}, u)
 }
 
 // outbound decides on found, what the scanner found in what c carries to

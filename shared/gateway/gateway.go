@@ -566,7 +566,8 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 	case row.Carry == pipeline.Broadcast:
 		servers, err := g.reachable(ctx, ep, c)
 		if err != nil {
-			g.internal(w, c, err)
+			g.auditRefusal(ctx, c, err, c.RefusedBy.String())
+			g.refuse(w, ep, c, err)
 			return
 		}
 		g.relay(ctx, w, ep, c, servers)
@@ -580,8 +581,9 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 
 // reachable are the servers a broadcast request (logging/setLevel) is sent
 // to: the server of /mcp/{server}, which the stages decided (c.Server);
-// on /mcp every server of the tenant that the same decisions let it reach
-// (pipeline.Visible: not stopped, granted).
+// on /mcp every server of the tenant that the same stages, run again for
+// it (kill switch, policy), let it reach. When none may be reached, the
+// first server's refusal is the answer.
 func (g *Gateway) reachable(ctx context.Context, ep endpoint, c *pipeline.Call) ([]registry.Server, error) {
 	if c.Server != nil {
 		return []registry.Server{*c.Server}, nil
@@ -591,10 +593,20 @@ func (g *Gateway) reachable(ctx context.Context, ep endpoint, c *pipeline.Call) 
 		return nil, err
 	}
 	out := make([]registry.Server, 0, len(servers))
+	var first error
 	for i := range servers {
-		if g.pipe.Visible(ctx, c, &servers[i], "") {
-			out = append(out, servers[i])
+		one := *c
+		one.Server = &servers[i]
+		if err := g.pipe.Run(ctx, &one); err != nil {
+			if first == nil {
+				first, c.RefusedBy = err, one.RefusedBy
+			}
+			continue
 		}
+		out = append(out, servers[i])
+	}
+	if len(out) == 0 && first != nil {
+		return nil, first
 	}
 	return out, nil
 }

@@ -123,12 +123,15 @@ func (g *Gateway) relay(ctx context.Context, w http.ResponseWriter, ep endpoint,
 // the manifests, by the method of the request it answers, and content:
 // the egress scan of its result or error), counted in the session's and
 // key's windows and in the "client:response" window of its server.
-// Refused, it is not carried: the POST gets the refusal's message (HTTP
-// 429 over a rate limit, 403 for another refusal, 503 when a check could
-// not decide), and the server gets the refusal as the answer in its
-// place, since the request it sent must be answered (its tool call
-// waits on it) -- except a stopped server, which receives nothing. It is
-// audited with the method "response" and the server.
+// Refused, it is not carried, and the server gets the refusal as the
+// answer in its place (-32053, -32005, -32004 ...), since the request it
+// sent must be answered (its tool call waits on it) -- except a stopped
+// server, which receives nothing. The POST is answered 202 all the same
+// (the client learns of the refusal from the server's answer to its
+// call: clients such as the Go SDK's abort their call when the POST of
+// an answer fails), except over a rate limit (429 with the message, as
+// before) and when a check could not decide (503). It is audited with the
+// method "response" and the server.
 func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, key registry.Key, tenant registry.Tenant, corr string, body []byte, resp jsonrpc.Response) {
 	c := &pipeline.Call{
 		Tenant: tenant, Caller: key.Caller, KeyID: key.ID, CorrelationID: corr,
@@ -192,7 +195,7 @@ func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *ht
 			// The server waits for an answer: it gets the refusal.
 			g.answerUpstream(context.WithoutCancel(ctx), c, sess, upID, ref)
 		}
-		outcome, status := audit.OutcomeRefused, http.StatusForbidden
+		outcome, status := audit.OutcomeRefused, http.StatusAccepted
 		switch {
 		case ref.Code == refusal.CodeRateLimited:
 			status = http.StatusTooManyRequests
@@ -200,7 +203,11 @@ func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *ht
 			outcome, status = audit.OutcomeError, http.StatusServiceUnavailable
 		}
 		g.audit(st.ctx(), c, outcome, int(ref.Code), string(ref.Word), refusedSlot(c), "client answer not carried")
-		b, _ := json.Marshal(map[string]any{"error": ref.Message, "code": ref.Code})
+		if status == http.StatusAccepted {
+			w.WriteHeader(status)
+			return
+		}
+		b, _ := json.Marshal(map[string]string{"error": ref.Message})
 		writeFrame(w, status, b)
 		return
 	}
