@@ -70,8 +70,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
