@@ -175,13 +175,27 @@ var Messages = [...]Message{
 // without one); ok is false when the table has none, and the message is
 // then refused.
 func Lookup(k Kind, method string) (Message, bool) {
-	for _, m := range Messages {
-		if m.Kind == k && m.Method == method {
-			return m, true
-		}
+	if i, ok := messageIndex[messageKey{k, method}]; ok {
+		return Messages[i], true
 	}
 	return Message{}, false
 }
+
+type messageKey struct {
+	kind   Kind
+	method string
+}
+
+// messageIndex is Messages by kind and method (a row's first place).
+var messageIndex = func() map[messageKey]int {
+	m := make(map[messageKey]int, len(Messages))
+	for i, row := range Messages {
+		if _, dup := m[messageKey{row.Kind, row.Method}]; !dup {
+			m[messageKey{row.Kind, row.Method}] = i
+		}
+	}
+	return m
+}()
 
 // ScopeOf is the scope a client's request of method runs under: its row's
 // (Opening, InSession, ToolCall, Read, Subscription or Control). A method
