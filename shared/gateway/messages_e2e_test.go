@@ -281,3 +281,45 @@ func TestUnaskedResponseRefused(t *testing.T) {
 		t.Fatalf("%d refused responses audited, want 4", n)
 	}
 }
+
+// TestSessionManifestStopsServerBound: a session whose own manifest (in
+// initialize's _meta) grants only tools/call [a/echo] calls a/echo, and
+// nothing else reaches server a: resources/subscribe, unsubscribe and
+// logging/setLevel are -32005 (grant), and the upstream receives none of
+// them.
+func TestSessionManifestStopsServerBound(t *testing.T) {
+	up := mcptest.StartFull(t)
+	e := newEnv(t, func(s *config.Settings, m *memstore.Store) {
+		must(t, m.DeleteServer(context.Background(), "acme", "mock-primary"))
+		must(t, m.PutServer(context.Background(), registry.Server{Tenant: "acme", Name: "a", URL: up.URL}))
+	})
+	for _, path := range []string{"/mcp/a", "/mcp"} {
+		hdr := []string{"Accept", "application/json, text/event-stream"}
+		init := e.post(t, path, e.KeyA, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"},"_meta":{"aegis/manifest":{"grants":{"tools/call":["a/echo"]}}}}}`, hdr...)
+		sid := init.Header.Get("Mcp-Session-Id")
+		if sid == "" {
+			t.Fatalf("%s: no session: %d %s", path, init.Status, init.Raw)
+		}
+		hdr = append(hdr, "Mcp-Session-Id", sid)
+		if r := e.post(t, path, e.KeyA, call("2", "echo", `{"x":1}`), hdr...); r.Error != nil {
+			t.Fatalf("%s: echo: %s", path, r.Raw)
+		}
+		up.Reset()
+		for _, body := range []string{
+			`{"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":"test://static"}}`,
+			`{"jsonrpc":"2.0","id":4,"method":"resources/unsubscribe","params":{"uri":"test://static"}}`,
+			`{"jsonrpc":"2.0","id":5,"method":"logging/setLevel","params":{"level":"debug"}}`,
+			`{"jsonrpc":"2.0","id":6,"method":"prompts/get","params":{"name":"greet"}}`,
+		} {
+			if r := e.post(t, path, e.KeyA, body, hdr...); r.code() != -32005 {
+				t.Fatalf("%s: %s answered %s, want -32005", path, body, r.Raw)
+			}
+		}
+		// The gateway's own catalog listings may reach it; none of these.
+		for _, m := range []string{"resources/subscribe", "resources/unsubscribe", "logging/setLevel", "prompts/get"} {
+			if up.Saw(m, "") {
+				t.Fatalf("%s: the upstream received %s: %+v", path, m, up.Received())
+			}
+		}
+	}
+}
