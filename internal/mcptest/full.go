@@ -1,3 +1,4 @@
+//lint:file-ignore SA1019 sampling, roots and logging are deprecated as of 2026-07-28 (SEP-2577), but 2025-11-25 clients and servers use them and the gateway carries them
 package mcptest
 
 import (
