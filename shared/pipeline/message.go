@@ -175,26 +175,25 @@ var Messages = [...]Message{
 // without one); ok is false when the table has none, and the message is
 // then refused.
 func Lookup(k Kind, method string) (Message, bool) {
-	if i, ok := messageIndex[messageKey{k, method}]; ok {
-		return Messages[i], true
+	if k > 0 && k < numKinds {
+		if i, ok := messageIndex[k][method]; ok {
+			return Messages[i], true
+		}
 	}
 	return Message{}, false
 }
 
-type messageKey struct {
-	kind   Kind
-	method string
-}
-
-// messageIndex is Messages by kind and method (a row's first place).
-var messageIndex = func() map[messageKey]int {
-	m := make(map[messageKey]int, len(Messages))
+// messageIndex is Messages by kind, then method (a row's first place).
+var messageIndex = func() (ix [numKinds]map[string]int) {
 	for i, row := range Messages {
-		if _, dup := m[messageKey{row.Kind, row.Method}]; !dup {
-			m[messageKey{row.Kind, row.Method}] = i
+		if ix[row.Kind] == nil {
+			ix[row.Kind] = map[string]int{}
+		}
+		if _, dup := ix[row.Kind][row.Method]; !dup {
+			ix[row.Kind][row.Method] = i
 		}
 	}
-	return m
+	return ix
 }()
 
 // ScopeOf is the scope a client's request of method runs under: its row's
@@ -204,8 +203,8 @@ var messageIndex = func() map[messageKey]int {
 // (Call.Relayed) runs under Relayed, a client's answer (method
 // ResponseMethod) under Answered.
 func ScopeOf(method string) Scope {
-	if m, ok := Lookup(ClientRequest, method); ok {
-		return m.Scope
+	if i, ok := messageIndex[ClientRequest][method]; ok {
+		return Messages[i].Scope
 	}
 	return InSession
 }
