@@ -16,8 +16,9 @@ import (
 // A session's outstanding server requests (session.Outstanding) are the
 // map attribute "ask" of its session item: the client's id → {s server,
 // m method, x expiry in Unix nanoseconds}. At most session.MaxAsked
-// entries (the condition size(ask) < MaxAsked), so the item stays small;
-// they go with the item.
+// entries (the condition size(ask) < MaxAsked, asked only of a map:
+// size() of an attribute that is not there is an error on moto), so the
+// item stays small; they go with the item.
 //
 // Ask is one UpdateItem in the usual case. When its condition fails, a
 // consistent read says why: no session (ErrNotFound), no "ask" map yet (a
@@ -49,9 +50,9 @@ func (s *Store) Ask(ctx context.Context, tenant, id, key string, a session.Asked
 			TableName:                 aws.String(s.tables.State),
 			Key:                       sessionKey(tenant, id),
 			UpdateExpression:          aws.String("SET #a.#k = :v"),
-			ConditionExpression:       aws.String("attribute_exists(pk) AND (attribute_exists(#a.#k) OR size(#a) < :max)"),
+			ConditionExpression:       aws.String("attribute_exists(pk) AND (attribute_exists(#a.#k) OR (attribute_type(#a, :map) AND size(#a) < :max))"),
 			ExpressionAttributeNames:  map[string]string{"#a": attrAsked, "#k": key},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":v": askedValue(a), ":max": N(session.MaxAsked)},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":v": askedValue(a), ":max": N(session.MaxAsked), ":map": S("M")},
 		})
 		if err = mapErr("session Ask", err); !isConflict(err) {
 			return err
