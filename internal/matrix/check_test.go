@@ -233,9 +233,13 @@ func checkRecord(e matrix.Expect, rec audit.Record, layer refusal.Layer) []strin
 			fail("record has no findings")
 		}
 		return errs
-	case e.Word != "":
-		if rec.Word != e.Word || rec.Code != e.Code {
-			fail("record code %d word %q, want %d %q", rec.Code, rec.Word, e.Code, e.Word)
+	case e.Word != "" || a.Word != "":
+		code, word := e.Code, e.Word
+		if a.Word != "" {
+			code, word = a.Code, a.Word
+		}
+		if rec.Word != word || rec.Code != code {
+			fail("record code %d word %q, want %d %q", rec.Code, rec.Word, code, word)
 		}
 		if rec.Slot != a.Slot {
 			fail("record slot %q, want %q", rec.Slot, a.Slot)

@@ -174,6 +174,10 @@ type AuditWant struct {
 	Findings bool   `yaml:"findings"`
 	Degraded string `yaml:"degraded"`
 	Unworded bool   `yaml:"unworded"` // any outcome, no word and no slot: the upstream's own answer
+	// Code and Word: the record's, when the answer carries none (a
+	// notification's 202 whose drop is audited).
+	Code int    `yaml:"code"`
+	Word string `yaml:"word"`
 }
 
 // UnmarshalYAML takes "none" or a mapping.

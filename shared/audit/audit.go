@@ -185,6 +185,10 @@ const (
 	// SlotStreams: the bound on the event streams one API key holds open
 	// on an instance (-32004, scope "streams").
 	SlotStreams = "streams"
+	// SlotAsked: a client's answer that answers no outstanding request
+	// of its session (-32600), or a server's request past the session's
+	// bound on outstanding ones (-32004, scope "outstanding").
+	SlotAsked = "asked"
 	// SlotWrapPolicy: `aegis wrap`'s --policy gate (POLICY_DENIED,
 	// PENDING_APPROVAL), an unreadable tool name included.
 	SlotWrapPolicy = "policy"

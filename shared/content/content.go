@@ -79,6 +79,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
@@ -207,8 +209,14 @@ func New(o Options) (*Check, *Results, error) {
 	return k, &Results{o: o}, nil
 }
 
-// Check implements pipeline.Check.
+// Check implements pipeline.Check. A tools/call runs every check of the
+// slot; another server-bound message (its scope: a read, a subscription,
+// logging/setLevel, a client's answer) runs the egress and threat scan
+// over the members its row of the message table names (Egress).
 func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
+	if c.Method != "tools/call" {
+		return k.Egress(ctx, c)
+	}
 	a := actions(k.o.Defaults, c.Tenant)
 	if err := k.tool(ctx, c, a); err != nil {
 		return err
@@ -235,6 +243,75 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 		// The decoder and the params stage read these bytes already.
 		return fmt.Errorf("content: arguments unreadable: %w", err)
 	}
+	return k.outbound(ctx, c, a, found)
+}
+
+// Egress scans what c carries to its server besides a tools/call's
+// arguments: the members of c.Params that c's row of the message table
+// names (pipeline.Message.Egress; for a client's answer, c.Params is the
+// whole message and the members are its result or error), in one scanner
+// pass each, and decides on what is found as for a tools/call's
+// arguments: EGRESS_ACTION=block refuses a credential, card number or SSN
+// with -32053, THREAT_MODE=block a threat with -32050; monitor records
+// and logs. A message whose row names no member is let on.
+func (k *Check) Egress(ctx context.Context, c *pipeline.Call) error {
+	kind := pipeline.ClientRequest
+	if c.Relayed {
+		if c.Method != pipeline.ResponseMethod {
+			return nil // a server's request: ingress, not egress
+		}
+		kind = pipeline.ClientResponse
+	}
+	row, ok := pipeline.Lookup(kind, c.Method)
+	if kind == pipeline.ClientResponse {
+		row, ok = pipeline.Lookup(kind, "")
+	}
+	if !ok || len(row.Egress) == 0 {
+		return nil
+	}
+	var found []scan.Finding
+	for _, m := range row.Egress {
+		v := c.Params
+		for name := range strings.SplitSeq(m, ".") {
+			v = jsonrpc.Member(v, name)
+		}
+		if len(v) == 0 {
+			continue
+		}
+		var err error
+		if found, err = k.o.Scanner.Scan(v, found); err != nil {
+			return fmt.Errorf("content: %s of %s unreadable: %w", m, c.Method, err)
+		}
+		if m == "uri" || strings.HasSuffix(m, ".uri") {
+			// A URI's parts as words: the scanner takes digits glued
+			// to a "/" or "=" for part of a token, not a number.
+			var u string
+			if json.Unmarshal(v, &u) == nil {
+				found = k.o.Scanner.ScanString(uriWords(u), found)
+			}
+		}
+	}
+	return k.outbound(ctx, c, actions(k.o.Defaults, c.Tenant), found)
+}
+
+// uriWords is u unescaped (%XX, and + in a query) with its delimiters as
+// spaces, so that each part of it is scanned as a word of its own.
+func uriWords(u string) string {
+	if d, err := url.QueryUnescape(u); err == nil {
+		u = d
+	}
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '/', '?', '&', '=', '#', ':', ';', ',', '@', '!', '$', '(', ')', '*', '[', ']', '{', '}', '\'', '~', '|':
+			return ' '
+		}
+		return r
+	}, u)
+}
+
+// outbound decides on found, what the scanner found in what c carries to
+// its server (the tools/call's arguments, or Egress's members).
+func (k *Check) outbound(ctx context.Context, c *pipeline.Call, a registry.ContentActions, found []scan.Finding) error {
 	if len(found) == 0 {
 		return nil
 	}

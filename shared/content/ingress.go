@@ -2,11 +2,13 @@ package content
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/scan"
@@ -333,3 +335,34 @@ func (k *Results) inspect(ctx context.Context, a registry.ContentActions, doc []
 func (s *side) fixed(f scan.Finding) bool {
 	return s.frame != nil && s.frame(f) || s.numbers && f.Number
 }
+
+// CheckMessage implements pipeline.MessageCheck: the ingress slot of the
+// message table's server-to-client rows, Ingress over *msg, a request or
+// a notification c.Server sends c's client (a request has an id). Its
+// findings go on c; *msg becomes what the client is to get (masked in
+// place), or the refusal is returned: the caller drops a notification and
+// answers a request's server with it. A message Ingress cannot read is an
+// error (the stage fails closed).
+func (k *Results) CheckMessage(ctx context.Context, c *pipeline.Call, msg *json.RawMessage) error {
+	m := Message{Kind: NotificationMessage, Method: c.Method, CorrelationID: c.CorrelationID, Raw: *msg}
+	if id := jsonrpc.Member(*msg, "id"); id != nil && string(id) != "null" {
+		m.Kind = RequestMessage
+	}
+	if c.Server != nil {
+		m.Server = c.Server.Name
+	}
+	v, err := k.Ingress(ctx, c.Tenant, m)
+	if err != nil {
+		return err
+	}
+	for _, f := range v.Findings {
+		c.Found(f)
+	}
+	if v.Refusal != nil {
+		return v.Refusal
+	}
+	*msg = v.Out
+	return nil
+}
+
+var _ pipeline.MessageCheck = (*Results)(nil)

@@ -16,7 +16,7 @@ import (
 //
 //	pk S#<tenant>#<id>  sk SESSION
 //	caller, protocol, caps, manifest S; created, last_seen N (Unix nanoseconds);
-//	up M (server name → upstream Mcp-Session-Id); ttl N
+//	up M (server name → upstream Mcp-Session-Id); ask M (asked.go); ttl N
 //
 // Touch is one UpdateItem whose condition holds both session clocks and
 // which returns the whole record (ReturnValues ALL_NEW).
@@ -43,6 +43,7 @@ func (s *Store) Create(ctx context.Context, r session.Record) error {
 	}
 	it["created"], it["last_seen"] = N(r.Created.UnixNano()), N(r.LastSeen.UnixNano())
 	it["up"] = &types.AttributeValueMemberM{Value: up}
+	it[attrAsked] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}} // asked.go
 	it[AttrTTL] = TTL(r.Created.Add(s.opt.SessionTTL))
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.tables.State), Item: it,

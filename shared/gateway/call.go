@@ -10,13 +10,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aegis-gw/aegis/shared/audit"
-	"github.com/aegis-gw/aegis/shared/content"
 	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/route"
+	"github.com/aegis-gw/aegis/shared/session"
 	"github.com/aegis-gw/aegis/shared/sessioncheck"
 	"github.com/aegis-gw/aegis/shared/telemetry"
 	"github.com/aegis-gw/aegis/shared/upstream"
@@ -454,56 +454,140 @@ func (g *Gateway) exchange(c *pipeline.Call, srv *registry.Server, ep endpoint, 
 }
 
 // relayEvent sends one message of srv's event stream (on the upstream
-// session sess) to the client's stream. A request of the server to the
-// client (it has a method and an id: sampling/createMessage,
-// elicitation/create, roots/list) is a relayed message (pipeline.Relayed):
-// it runs the stages of that scope first (session, rate limit, route),
-// counted in the session's and key's windows and in its own
-// "client:METHOD" window of srv. Refused, it is not relayed: srv gets the
-// refusal as the client's answer, so a server that floods the client is
-// held to the rate limit and told so. Allowed, it passes ingress
-// (THREAT_MODE, PII_ACTION: ingress.go): refused there, it is not
-// relayed either and srv gets -32050 or -32052. It is audited with its
-// method, the server and "client:METHOD" as its tool: refused, allowed
-// when it reached the client's stream, or error when the answer had
-// already been sent.
-// The client's answer is counted and audited too (clientAnswer, method
-// "response"). Notifications and stray responses go through
-// relayNotification.
+// session sess) to the client's stream, as its row of the message table
+// says (serverMessage); a message without a row is not relayed (audited;
+// a request's server gets -32601 as the answer). A request of the server
+// to the client (it has a method and an id: sampling/createMessage,
+// elicitation/create, roots/list, ping) is a relayed message
+// (pipeline.Relayed): it runs the stages of that scope first (session,
+// rate limit, route), counted in the session's and key's windows and in
+// its own "client:METHOD" window of srv; then, in a session, it is
+// recorded as outstanding (session.Outstanding: the one request the
+// client's answer may answer, at most session.MaxAsked at once); then
+// the ingress stage runs over it. Refused at any step, it is not relayed:
+// srv gets the refusal as the client's answer, so a server that floods
+// the client is held to the rate limit and told so. It is audited with
+// its method, the server and "client:METHOD" as its tool: refused,
+// allowed when it reached the client's stream, or error when the answer
+// had already been sent. The client's answer is counted and audited too
+// (clientAnswer, method "response").
 func (g *Gateway) relayEvent(c *pipeline.Call, srv *registry.Server, sess upstream.Session, out *stream, msg []byte) {
-	method, _ := jsonrpc.StringMember(msg, "method")
-	upID := jsonrpc.Member(msg, "id")
-	if method == "" || upID == nil || string(upID) == "null" {
-		g.relayNotification(c, srv, out, msg) // INGRESS (issue 26): notifications and stray responses
-		return
-	}
-	rec := g.relayedCall(c, srv, method)
-	rec.ID = relayID(srv.Name, upID)
 	ctx, cancel := context.WithTimeout(context.Background(), SettleTimeout)
 	defer cancel()
-	err := g.pipe.Run(ctx, rec)
-	var ref *refusal.Refusal
-	if err == nil {
-		msg, ref = g.ingress(ctx, rec, content.RequestMessage, method, msg) // INGRESS (issue 26): sampling, elicitation, roots
+	rec, row, ok := g.serverMessage(ctx, c, srv, msg)
+	if !ok {
+		if rec.Method != "" && row.Kind == pipeline.ServerRequest {
+			g.answerUpstream(ctx, rec, sess, jsonrpc.Member(msg, "id"), refusal.Unknown(rec.Method+" (the gateway relays no such request to the client)"))
+		}
+		return
 	}
-	if err != nil || ref != nil {
-		if ref == nil {
-			ref = refusal.Internal(c.CorrelationID)
-			_ = errors.As(err, &ref)
+	if row.Kind != pipeline.ServerRequest {
+		msg, ok = g.ingress(ctx, rec, msg)
+		if ok {
+			out.Event(msg)
 		}
-		slot := refusedSlot(rec)
-		if err == nil {
-			slot = pipeline.Results.String()
-		}
+		return
+	}
+	upID := jsonrpc.Member(msg, "id")
+	refuse := func(err error, slot string) {
+		ref := refusal.Internal(c.CorrelationID)
+		_ = errors.As(err, &ref)
 		g.answerUpstream(ctx, rec, sess, upID, ref)
-		g.audit(ctx, rec, refusedOutcome(ref), int(ref.Code), string(ref.Word), slot, "server-to-client request not relayed")
+		outcome := audit.OutcomeRefused
+		if ref.Word == refusal.InternalError {
+			outcome = audit.OutcomeError
+		}
+		g.audit(ctx, rec, outcome, int(ref.Code), string(ref.Word), slot, "server-to-client request not relayed")
+	}
+	if err := g.pipe.Run(ctx, rec); err != nil {
+		refuse(err, refusedSlot(rec))
+		return
+	}
+	relayed := relayMessage(srv.Name, msg)
+	rec.ID = jsonrpc.Member(relayed, "id")
+	if rec.SessionID != "" {
+		key := string(rec.ID)
+		if len(key) > session.MaxAskedKeyBytes || len(rec.Method) > session.MaxAskedMethodBytes {
+			refuse(refusal.New(refusal.InvalidRequest, "Invalid request: the request's id or method is too long to be relayed"), audit.SlotAsked)
+			return
+		}
+		err := g.b.Ask(ctx, rec.Tenant.ID, rec.SessionID, key, session.Asked{Server: srv.Name, Method: rec.Method, Expires: g.o.Now().Add(session.AskedTTL)}, g.o.Now())
+		switch {
+		case errors.Is(err, session.ErrTooManyAsked):
+			refuse(refusal.RateLimit("outstanding", session.MaxAsked, session.AskedTTL.Milliseconds()), audit.SlotAsked)
+			return
+		case err != nil:
+			g.o.Logger.Warn("outstanding server request not recorded; not relayed", "correlation_id", c.CorrelationID, "server", srv.Name, "err", err)
+			refuse(refusal.Internal(c.CorrelationID), audit.SlotAsked)
+			return
+		}
+	}
+	m := json.RawMessage(relayed)
+	if err := g.pipe.RunMessage(ctx, rec, &m); err != nil {
+		if rec.SessionID != "" {
+			_, _ = g.b.Answer(ctx, rec.Tenant.ID, rec.SessionID, string(rec.ID), g.o.Now())
+		}
+		refuse(err, refusedSlot(rec))
 		return
 	}
 	outcome, code := audit.OutcomeAllowed, 0
-	if !out.Event(relayMessage(srv.Name, msg)) {
+	if !out.Event(m) {
 		outcome, code = audit.OutcomeError, int(refusal.CodeInternal)
 	}
 	g.audit(ctx, rec, outcome, code, "", "", "server-to-client request")
+}
+
+// serverMessage reads msg, a message srv sent outside its answer (on a
+// call's event stream or a stream of the session) during c, as a relayed
+// call of its own (rec: its method, srv, "client:METHOD") and finds its
+// row of the message table: a request (a method and an id) or a
+// notification (a method, no id). ok is false when it has no row, or a
+// row whose message is not carried (Consume): such a message is not
+// relayed, and one without a row is audited (refused, slot "method").
+// Anything else srv sends there (a response: the gateway sent it no
+// request on that stream) is dropped.
+func (g *Gateway) serverMessage(ctx context.Context, c *pipeline.Call, srv *registry.Server, msg []byte) (rec *pipeline.Call, row pipeline.Message, ok bool) {
+	method, _ := jsonrpc.StringMember(msg, "method")
+	kind := pipeline.ServerNotification
+	if id := jsonrpc.Member(msg, "id"); id != nil && string(id) != "null" {
+		kind = pipeline.ServerRequest
+	}
+	rec = &pipeline.Call{
+		Tenant: c.Tenant, Caller: c.Caller, KeyID: c.KeyID, CorrelationID: c.CorrelationID,
+		Method: method, Start: g.o.Now(), SessionID: c.SessionID, Roles: c.Roles, Claims: c.Claims,
+		PolicyHash: c.PolicyHash, Inline: c.Inline, MCP: true, Stateless: c.Stateless,
+		Relayed: true, Server: srv, Tool: clientTarget(method), UpstreamTool: clientTarget(method),
+	}
+	if method == "" {
+		return rec, row, false
+	}
+	row, ok = pipeline.Lookup(kind, method)
+	if !ok {
+		row.Kind = kind
+		g.auditRefusal(ctx, rec, refusal.Unknown(kind.String()+" "+method+" (not relayed)"), audit.SlotMethod)
+		return rec, row, false
+	}
+	return rec, row, row.Carry == pipeline.Relay
+}
+
+// ingress runs the ingress stage over msg, a notification of rec.Server
+// (serverMessage), and returns it as the client is to get it; ok is false
+// when the stage refused it: it is then dropped (a notification has no
+// answer to carry a refusal) and audited. One with findings is audited
+// too.
+func (g *Gateway) ingress(ctx context.Context, rec *pipeline.Call, msg []byte) ([]byte, bool) {
+	m := json.RawMessage(msg)
+	if err := g.pipe.RunMessage(ctx, rec, &m); err != nil {
+		g.auditRefusal(ctx, rec, err, refusedSlot(rec))
+		return nil, false
+	}
+	if len(rec.Findings) > 0 {
+		// Masked or monitored: forwarded, and its findings recorded. A
+		// clean notification is not audited: a record per progress tick
+		// would cost a store write each.
+		g.audit(ctx, rec, audit.OutcomeAllowed, 0, "", "", "server notification")
+	}
+	return m, true
 }
 
 // clientTarget is what a relayed message is called in rate windows and

@@ -5,6 +5,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -455,13 +456,8 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 			return
 		}
 	}
-	if req.IsNotification() {
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
 	if ep.mcp {
 		ep.out = newStream(w)
-		w = ep.out
 	}
 	c := &pipeline.Call{
 		Tenant:          tenant,
@@ -483,6 +479,13 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 	if who.token {
 		c.Roles, c.Claims = who.roles, who.claims
 	}
+	if req.IsNotification() {
+		g.clientNotification(ctx, w, r, c)
+		return
+	}
+	if ep.out != nil {
+		w = ep.out
+	}
 	switch {
 	case modern:
 		// Stateless: no gateway session. The client's capabilities come
@@ -499,10 +502,28 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 	g.dispatch(ctx, w, r, ep, c)
 }
 
+// clientNotification answers a client's notification: HTTP 202 and
+// nothing else, whatever it is (seed 004). Its row of the message table
+// says what happens to it (every row today: not forwarded, see
+// pipeline.Messages); a notification without a row is dropped and
+// audited (refused, slot "method").
+func (g *Gateway) clientNotification(ctx context.Context, w http.ResponseWriter, r *http.Request, c *pipeline.Call) {
+	w.WriteHeader(http.StatusAccepted)
+	if _, ok := pipeline.Lookup(pipeline.ClientNotification, c.Method); ok {
+		return
+	}
+	c.SessionID = cmp.Or(r.Header.Get("Mcp-Session-Id"), r.Header.Get("X-Session-Id"))
+	g.auditRefusal(ctx, c, refusal.Unknown("notification "+c.Method+" (dropped)"), audit.SlotMethod)
+}
+
 // dispatch answers one request: the stages of its scope first (the stage
-// table holds the order: session, params, ..., route), then the method.
+// table holds the order: session, params, ..., route), then what its row
+// of the message table (pipeline.Messages) says the gateway does with it.
+// A method without a row is refused with -32601 after the stages of
+// every request.
 func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
-	if pipeline.ScopeOf(c.Method)&pipeline.Decided != 0 {
+	row, known := pipeline.Lookup(pipeline.ClientRequest, c.Method)
+	if known && row.Scope&pipeline.Decided != 0 {
 		g.decided(ctx, w, r, ep, c)
 		return
 	}
@@ -527,33 +548,70 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 		g.refuse(w, ep, c, err)
 		return
 	}
-	if l, ok := g.listOf(c.Method); ok {
+	l, listed := g.listOf(c.Method)
+	switch {
+	case !known:
+		ref := refusal.Unknown(c.Method)
+		g.auditRefusal(ctx, c, ref, audit.SlotMethod)
+		writeRefusal(w, c.ID, ref, "", c.Method)
+	case row.Carry == pipeline.List && listed:
 		g.list(ctx, w, ep, c, l)
-		return
-	}
-	switch c.Method {
-	case "initialize":
+	case c.Method == "initialize":
 		g.initialize(w, c)
-	case "ping":
+	case c.Method == "ping":
 		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, complete(c, json.RawMessage(`{}`))))
-	case "server/discover":
+	case c.Method == "server/discover":
 		g.discover(w, c)
-	case "subscriptions/listen":
+	case row.Carry == pipeline.Listen:
 		g.subscribe(ctx, w, ep, c)
-	case "resources/subscribe", "resources/unsubscribe":
+	case row.Carry == pipeline.Forward && c.Server != nil:
 		g.relay(ctx, w, ep, c, []registry.Server{*c.Server})
-	case "logging/setLevel":
-		servers, err := g.cat.Servers(ctx, c.Tenant.ID, ep.server)
+	case row.Carry == pipeline.Broadcast:
+		servers, err := g.reachable(ctx, ep, c)
 		if err != nil {
-			g.internal(w, c, err)
+			g.auditRefusal(ctx, c, err, c.RefusedBy.String())
+			g.refuse(w, ep, c, err)
 			return
 		}
 		g.relay(ctx, w, ep, c, servers)
 	default:
+		// A row the dispatcher does not carry: refused, never forwarded.
 		ref := refusal.Unknown(c.Method)
 		g.auditRefusal(ctx, c, ref, audit.SlotMethod)
 		writeRefusal(w, c.ID, ref, "", c.Method)
 	}
+}
+
+// reachable are the servers a broadcast request (logging/setLevel) is sent
+// to: the server of /mcp/{server}, which the stages decided (c.Server);
+// on /mcp every server of the tenant that the same stages, run again for
+// it (kill switch, policy), let it reach. When none may be reached, the
+// first server's refusal is the answer.
+func (g *Gateway) reachable(ctx context.Context, ep endpoint, c *pipeline.Call) ([]registry.Server, error) {
+	if c.Server != nil {
+		return []registry.Server{*c.Server}, nil
+	}
+	servers, err := g.cat.Servers(ctx, c.Tenant.ID, ep.server)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]registry.Server, 0, len(servers))
+	var first error
+	for i := range servers {
+		one := *c
+		one.Server = &servers[i]
+		if err := g.pipe.Run(ctx, &one); err != nil {
+			if first == nil {
+				first, c.RefusedBy = err, one.RefusedBy
+			}
+			continue
+		}
+		out = append(out, servers[i])
+	}
+	if len(out) == 0 && first != nil {
+		return nil, first
+	}
+	return out, nil
 }
 
 // auditRefusal records the refusal err, by the check named slot, of a

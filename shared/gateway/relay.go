@@ -13,6 +13,8 @@ import (
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/route"
+	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/store"
 	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
@@ -51,12 +53,26 @@ func (g *Gateway) relay(ctx context.Context, w http.ResponseWriter, ep endpoint,
 		}()
 	}
 	wg.Wait()
+	st := &settler{parent: ctx, call: c}
+	defer st.stop()
 	var (
 		ok      *jsonrpc.Response
 		upErr   *jsonrpc.Response
 		failure error
 	)
 	for i, a := range answers {
+		if a.err == nil {
+			// The answer's checks (the results slot), one answer at a
+			// time: they record their findings on c.
+			c.Server = &servers[i]
+			if err := g.pipe.RunResults(ctx, c, a.resp); err != nil {
+				ref := refusal.Internal(c.CorrelationID)
+				_ = errors.As(err, &ref)
+				g.auditRefusal(ctx, c, ref, refusedSlot(c))
+				writeRefusal(w, c.ID, ref, "", c.Method)
+				return
+			}
+		}
 		switch {
 		case a.err != nil:
 			g.o.Logger.Warn(c.Method+": upstream failed", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", servers[i].Name, "err", a.err)
@@ -71,50 +87,91 @@ func (g *Gateway) relay(ctx context.Context, w http.ResponseWriter, ep endpoint,
 			ok = a.resp
 		}
 	}
+	if len(servers) > 1 {
+		c.Server = nil // the record names no one server
+	}
 	switch {
 	case failure != nil:
-		ref, _ := upstreamRefusal(failure, g.o.Settings.UpstreamTimeout)
+		ref, o := upstreamRefusal(failure, g.o.Settings.UpstreamTimeout)
+		g.audit(st.ctx(), c, o, int(ref.Code), string(ref.Word), audit.SlotUpstream, "")
 		writeRefusal(w, c.ID, ref, "", c.Method)
 	case upErr != nil && (ok == nil || errorCode(upErr.Error) != jsonrpc.CodeMethodNotFound):
-		g.answerChecked(ctx, w, c, jsonrpc.RawError(c.ID, upErr.Error)) // INGRESS (issue 26)
+		g.audit(st.ctx(), c, audit.OutcomeError, int(errorCode(upErr.Error)), "", "", "")
+		writeFrame(w, http.StatusOK, jsonrpc.RawError(c.ID, upErr.Error))
 	default:
-		g.answerChecked(ctx, w, c, jsonrpc.Result(c.ID, ok.Result)) // INGRESS (issue 26)
+		g.audit(st.ctx(), c, audit.OutcomeAllowed, 0, "", "", "")
+		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, ok.Result))
 	}
 }
 
-// clientAnswer carries a client's answer to a request an upstream sent it
-// during a call (sampling/createMessage, elicitation/create, roots/list)
-// back to that upstream: the answer's id names the server (relayID), the
-// upstream session is the gateway session's (Mcp-Session-Id), and the
-// upstream gets the answer with its own id. It is answered 202, as the
-// transport answers a response; an answer whose id names no server of the
-// tenant's is 400, and one whose session is unknown 404, each with an
-// {"error": ...} body. The answer is a relayed message
-// (pipeline.Relayed): it runs the stages of that scope (session, rate
-// limit, route), counted in the session's and key's windows and in the
-// "client:response" window of its server. Over the limit it is 429 and
-// not carried: the upstream gets the -32004 in its place, so it stops
-// waiting. It is audited with the method "response" and the server.
+// clientAnswer carries a client's answer to a request a server sent it
+// (sampling/createMessage, elicitation/create, roots/list, ping) back to
+// that server, when, and only when, it answers a request of that session
+// that is outstanding (session.Outstanding, recorded when the request was
+// relayed: the id the client was given, the server, the method), once:
+// the entry is taken by the first answer. Anything else (an id no server
+// of the session asked about, an answer sent twice or after
+// session.AskedTTL, another session's) is refused with HTTP 400 and
+// audited (-32600, slot "asked"), and reaches no server. The upstream
+// session is the gateway session's (Mcp-Session-Id), and the upstream
+// gets the answer with its own id. It is answered 202, as the transport
+// answers a response; an answer without a session is 400, and one whose
+// session is unknown 404, each with an {"error": ...} body.
+//
+// The answer is a relayed message (pipeline.Answered): it runs the
+// stages of that scope (session, rate limit, route, kill switch, policy:
+// the manifests, by the method of the request it answers, and content:
+// the egress scan of its result or error), counted in the session's and
+// key's windows and in the "client:response" window of its server.
+// Refused, it is not carried, and the server gets the refusal as the
+// answer in its place (-32053, -32005, -32004 ...), since the request it
+// sent must be answered (its tool call waits on it) -- except a stopped
+// server, which receives nothing. The POST is answered 202 all the same
+// (the client learns of the refusal from the server's answer to its
+// call: clients such as the Go SDK's abort their call when the POST of
+// an answer fails), except over a rate limit (429 with the message, as
+// before) and when a check could not decide (503). It is audited with the
+// method "response" and the server.
 func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, key registry.Key, tenant registry.Tenant, corr string, body []byte, resp jsonrpc.Response) {
 	c := &pipeline.Call{
 		Tenant: tenant, Caller: key.Caller, KeyID: key.ID, CorrelationID: corr,
-		Method: "response", ID: resp.ID, Start: g.o.Now(), PolicyHash: audit.PolicyHashNone,
+		Method: pipeline.ResponseMethod, ID: resp.ID, Params: json.RawMessage(body), Start: g.o.Now(), PolicyHash: audit.PolicyHashNone,
 		Inline: g.b.InProcess(), MCP: true, SessionID: r.Header.Get("Mcp-Session-Id"),
-		Relayed: true, Tool: clientTarget("response"), UpstreamTool: clientTarget("response"),
+		Relayed: true, Tool: clientTarget(pipeline.ResponseMethod), UpstreamTool: clientTarget(pipeline.ResponseMethod),
 	}
-	name, upID, ok := unrelayID(resp.ID)
-	if !ok || (ep.server != "" && name != ep.server) {
-		writeJSON(w, http.StatusBadRequest, `{"error":"this response answers no request the gateway relayed"}`)
+	st := &settler{parent: ctx, call: c}
+	defer st.stop()
+	notAsked := func() {
+		ref := refusal.New(refusal.InvalidRequest, "Invalid request: this response answers no outstanding request of this session")
+		g.audit(st.ctx(), c, audit.OutcomeRefused, int(ref.Code), string(ref.Word), audit.SlotAsked, "client answer not carried")
+		writeJSON(w, http.StatusBadRequest, `{"error":"this response answers no request the gateway relayed to this session"}`)
+	}
+	if c.SessionID == "" {
+		writeJSON(w, http.StatusBadRequest, `{"error":"Mcp-Session-Id header is required"}`)
 		return
 	}
+	name, upID, ok := unrelayID(resp.ID)
+	if !ok || (ep.server != "" && name != ep.server) || len(resp.ID) > session.MaxAskedKeyBytes {
+		notAsked()
+		return
+	}
+	asked, err := g.b.Answer(ctx, tenant.ID, c.SessionID, string(resp.ID), g.o.Now())
+	switch {
+	case errors.Is(err, store.ErrNotFound) || (err == nil && asked.Server != name):
+		notAsked()
+		return
+	case err != nil:
+		g.o.Logger.Error("outstanding server requests unreadable; client answer not carried", "correlation_id", corr, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, `{"error":"unavailable; correlation id `+corr+`"}`)
+		return
+	}
+	c.Target = asked.Method
 	servers, err := g.cat.Servers(ctx, tenant.ID, name)
 	if err != nil || len(servers) == 0 {
-		writeJSON(w, http.StatusBadRequest, `{"error":"this response answers no request the gateway relayed"}`)
+		notAsked()
 		return
 	}
 	c.Server = &servers[0]
-	st := &settler{parent: ctx, call: c}
-	defer st.stop()
 	err = g.pipe.Run(ctx, c)
 	var ref *refusal.Refusal
 	switch {
@@ -131,17 +188,25 @@ func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *ht
 		return
 	}
 	if err != nil {
-		// Refused (the rate limit): the upstream gets the refusal instead
-		// of the answer.
 		if ref == nil {
 			ref = refusal.Internal(corr)
 		}
-		g.answerUpstream(context.WithoutCancel(ctx), c, sess, upID, ref)
-		outcome, status := audit.OutcomeRefused, http.StatusTooManyRequests
-		if ref.Code != refusal.CodeRateLimited {
+		if c.RefusedBy != pipeline.KillSwitch {
+			// The server waits for an answer: it gets the refusal.
+			g.answerUpstream(context.WithoutCancel(ctx), c, sess, upID, ref)
+		}
+		outcome, status := audit.OutcomeRefused, http.StatusAccepted
+		switch {
+		case ref.Code == refusal.CodeRateLimited:
+			status = http.StatusTooManyRequests
+		case failed(ref.Word):
 			outcome, status = audit.OutcomeError, http.StatusServiceUnavailable
 		}
 		g.audit(st.ctx(), c, outcome, int(ref.Code), string(ref.Word), refusedSlot(c), "client answer not carried")
+		if status == http.StatusAccepted {
+			w.WriteHeader(status)
+			return
+		}
 		b, _ := json.Marshal(map[string]string{"error": ref.Message})
 		writeFrame(w, status, b)
 		return

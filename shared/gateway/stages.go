@@ -23,6 +23,7 @@ type stage struct {
 	mode        pipeline.Mode
 	check       func(g *Gateway) pipeline.Check
 	result      func(g *Gateway) pipeline.ResultCheck
+	message     func(g *Gateway) pipeline.MessageCheck
 	unavailable func(c *pipeline.Call) error // a closed stage's answer; nil: -32603
 }
 
@@ -38,7 +39,7 @@ var stages = [...]stage{
 	{slot: pipeline.Params, scope: pipeline.ToolCall, mode: pipeline.FailClosed, check: func(*Gateway) pipeline.Check {
 		return params.Check{}
 	}},
-	{slot: pipeline.RateLimit, scope: pipeline.Decided | pipeline.Relayed, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
+	{slot: pipeline.RateLimit, scope: pipeline.Decided | pipeline.Relayed | pipeline.Answered, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
 		s := g.o.Settings
 		o := ratelimit.Options{PerSession: s.RateLimitPerSession, PerTool: s.RateLimitPerTool, PerKey: s.RateLimitPerKey}
 		if o.PerSession <= 0 && o.PerTool <= 0 && o.PerKey <= 0 {
@@ -56,13 +57,13 @@ var stages = [...]stage{
 	{slot: pipeline.Route, scope: pipeline.Every, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return route.NewCheckAll(g.cats)
 	}},
-	{slot: pipeline.KillSwitch, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
+	{slot: pipeline.KillSwitch, scope: pipeline.ServerBound, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return killswitch.New(g.b, g.o.Settings.KillSwitchRefresh, g.o.Now, g.o.Logger)
 	}},
-	{slot: pipeline.Policy, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
+	{slot: pipeline.Policy, scope: pipeline.ServerBound, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return policycheck.New(g.b, g.reg, g.b, &policycheck.Options{Refresh: g.o.Settings.PolicyRefresh, Now: g.o.Now, Logger: g.o.Logger})
 	}},
-	{slot: pipeline.Content, scope: pipeline.Decided, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
+	{slot: pipeline.Content, scope: pipeline.ServerBound, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return g.content.check
 	}},
 	{slot: pipeline.Approval, scope: pipeline.ToolCall, mode: pipeline.FailClosed, unavailable: approval.Unavailable, check: func(g *Gateway) pipeline.Check {
@@ -81,7 +82,14 @@ var stages = [...]stage{
 		g.up.Observe = brk.Observe
 		return brk
 	}},
-	{slot: pipeline.Results, scope: pipeline.Decided, mode: pipeline.FailClosed, result: func(g *Gateway) pipeline.ResultCheck {
+	{slot: pipeline.Results, scope: pipeline.Decided | pipeline.Subscription | pipeline.Control, mode: pipeline.FailClosed, result: func(g *Gateway) pipeline.ResultCheck {
+		return g.content.results
+	}},
+	// The server-to-client messages other than answers: notifications and
+	// requests of a server, each run as a relayed call (serverMessage):
+	// THREAT_MODE and PII_ACTION over the whole message
+	// (docs/design/ingress.md).
+	{slot: pipeline.Ingress, scope: pipeline.Relayed, mode: pipeline.FailClosed, message: func(g *Gateway) pipeline.MessageCheck {
 		return g.content.results
 	}},
 }
@@ -96,6 +104,9 @@ func (g *Gateway) buildPipeline() (*pipeline.Pipeline, error) {
 		}
 		if row.result != nil {
 			st.Result = row.result(g)
+		}
+		if row.message != nil {
+			st.Message = row.message(g)
 		}
 		out[i] = st
 	}

@@ -39,8 +39,8 @@ func TestStageTableMatchesDocs(t *testing.T) {
 			t.Errorf("docs/pipeline.md lists slot %q, which the stage table lacks", m[1])
 			continue
 		}
-		if got := strings.TrimSpace(m[3]); got != scopeWords[row.scope] {
-			t.Errorf("%s applies to %q in the docs, %q in the table", m[1], got, scopeWords[row.scope])
+		if got := strings.TrimSpace(m[3]); got != scopeWord(row.scope) {
+			t.Errorf("%s applies to %q in the docs, %q in the table", m[1], got, scopeWord(row.scope))
 		}
 		if m[4] != row.mode.String() {
 			t.Errorf("%s fails %s in the docs, %s in the table", m[1], m[4], row.mode)
@@ -57,13 +57,6 @@ func TestStageTableMatchesDocs(t *testing.T) {
 	if strings.Join(docs, ",") != strings.Join(names, ",") {
 		t.Fatalf("docs/pipeline.md lists %v, the order is %v", docs, names)
 	}
-}
-
-var scopeWords = map[pipeline.Scope]string{
-	pipeline.Every:                      "every request",
-	pipeline.Decided:                    "tools/call, resources/read, prompts/get, completion/complete",
-	pipeline.ToolCall:                   "tools/call",
-	pipeline.Decided | pipeline.Relayed: "tools/call, resources/read, prompts/get, completion/complete, relayed messages",
 }
 
 func rowFor(name string) (stage, bool) {

@@ -208,7 +208,15 @@ func (g *Gateway) hold(ctx context.Context, c *pipeline.Call, s *upSub, acks cha
 		case <-ctx.Done():
 			return
 		}
-		s.relay(c.ID, msg, func(ev []byte) { g.relayNotification(c, s.srv, out, ev) }) // INGRESS (issue 26)
+		// Its row of the message table and the ingress stage first;
+		// then only what the subscription honours (upSub.relay).
+		rec, row, ok := g.serverMessage(ctx, c, s.srv, msg)
+		if !ok || row.Kind != pipeline.ServerNotification {
+			return
+		}
+		if msg, ok = g.ingress(ctx, rec, msg); ok {
+			s.relay(c.ID, msg, func(ev []byte) { out.Event(ev) })
+		}
 	}
 	for ctx.Err() == nil {
 		actx, cancel := context.WithCancel(ctx)

@@ -47,10 +47,11 @@ type sessionTable struct {
 }
 
 type sessionEntry struct {
-	key  string
-	rec  session.Record
-	size int
-	elem *list.Element
+	key   string
+	rec   session.Record
+	asked map[string]session.Asked // outstanding server requests (asked.go)
+	size  int
+	elem  *list.Element
 }
 
 // sessionOverhead is a record's fixed part in memory (times, string and
@@ -179,6 +180,9 @@ func (s *Store) SetUpstream(_ context.Context, tenant, id, server, upstreamID st
 	r.Upstream = up
 	t.bytes -= e.size
 	e.size = sessionSize(e.key, *r)
+	for k, a := range e.asked {
+		e.size += askedSize(k, a)
+	}
 	t.bytes += e.size
 	s.mu.Unlock()
 	return nil

@@ -271,6 +271,16 @@ type ResultCheck interface {
 	CheckResult(ctx context.Context, c *Call, resp *jsonrpc.Response) error
 }
 
+// MessageCheck is a server-to-client check over a message a server sends
+// the client other than its answer (a notification, a request): it reads,
+// and may rewrite, *msg, the whole JSON-RPC message, or refuses it (a
+// *refusal.Refusal), or returns another error when it could not decide
+// (the stage's Mode applies). c is the call the message came during (or
+// the stream's), with Server the server that sent it.
+type MessageCheck interface {
+	CheckMessage(ctx context.Context, c *Call, msg *json.RawMessage) error
+}
+
 // Stage is one row of the order: its slot, its check (nil: the stage is
 // off in this deployment), which requests it applies to, and what happens
 // when the check cannot decide.
@@ -278,9 +288,11 @@ type Stage struct {
 	Slot  Slot
 	Scope Scope
 	Mode  Mode
-	// Check is set for request-side slots, Result for response-side ones.
-	Check  Check
-	Result ResultCheck
+	// Check is set for request-side slots, Result or Message for
+	// response-side ones.
+	Check   Check
+	Result  ResultCheck
+	Message MessageCheck
 	// Unavailable is the answer of a FailClosed stage that could not
 	// decide; nil: -32603 with the correlation id.
 	Unavailable func(c *Call) error
@@ -342,12 +354,15 @@ func New(stages []Stage, o *Options) (*Pipeline, error) {
 			if st.Check != nil {
 				return nil, fmt.Errorf("pipeline: response stage %v has a request check", st.Slot)
 			}
-			if st.Result != nil {
+			if st.Result != nil && st.Message != nil {
+				return nil, fmt.Errorf("pipeline: response stage %v has both a result and a message check", st.Slot)
+			}
+			if st.Result != nil || st.Message != nil {
 				p.results = append(p.results, st)
 			}
 			continue
 		}
-		if st.Result != nil {
+		if st.Result != nil || st.Message != nil {
 			return nil, fmt.Errorf("pipeline: request stage %v has a result check", st.Slot)
 		}
 		if st.Check != nil {
@@ -517,7 +532,7 @@ func (p *Pipeline) RunResults(ctx context.Context, c *Call, resp *jsonrpc.Respon
 	scope := c.scope()
 	for i := range p.results {
 		st := &p.results[i]
-		if st.Scope&scope == 0 {
+		if st.Scope&scope == 0 || st.Result == nil {
 			continue
 		}
 		cctx := ctx
@@ -525,6 +540,32 @@ func (p *Pipeline) RunResults(ctx context.Context, c *Call, resp *jsonrpc.Respon
 			cctx = p.hook.Before(ctx, st.Slot, c)
 		}
 		err := p.apply(ctx, st, c, st.Result.CheckResult(cctx, c, resp))
+		if p.hook != nil {
+			p.hook.After(cctx, st.Slot, c, err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RunMessage passes msg, a message a server sends the client during c (a
+// notification or a request), through the response-side stages with a
+// MessageCheck whose scope includes c's, in order, until one refuses. A
+// stage may rewrite msg.
+func (p *Pipeline) RunMessage(ctx context.Context, c *Call, msg *json.RawMessage) error {
+	scope := c.scope()
+	for i := range p.results {
+		st := &p.results[i]
+		if st.Scope&scope == 0 || st.Message == nil {
+			continue
+		}
+		cctx := ctx
+		if p.hook != nil {
+			cctx = p.hook.Before(ctx, st.Slot, c)
+		}
+		err := p.apply(ctx, st, c, st.Message.CheckMessage(cctx, c, msg))
 		if p.hook != nil {
 			p.hook.After(cctx, st.Slot, c, err)
 		}

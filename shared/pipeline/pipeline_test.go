@@ -23,7 +23,7 @@ func TestOrderIsPinned(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("pipeline.Order = %v, want %v (update docs/pipeline.md too)", got, want)
 	}
-	if got := ResultOrder; len(got) != 1 || got[0] != Results {
+	if got := ResultOrder; len(got) != 2 || got[0] != Results || got[1] != Ingress {
 		t.Fatalf("ResultOrder = %v", got)
 	}
 	for s := Slot(0); s <= numSlots; s++ {

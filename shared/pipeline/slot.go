@@ -24,6 +24,7 @@ const (
 	Breaker                    // -32063 circuit open or too many in flight
 
 	Results // response side: -32052 sensitive data, -32050 injection in results
+	Ingress // server-to-client: what a server sends besides its answers (notifications, requests)
 
 	numSlots
 )
@@ -40,6 +41,7 @@ var slotNames = [numSlots]string{
 	Approval:   "approval",
 	Breaker:    "breaker",
 	Results:    "results",
+	Ingress:    "ingress",
 }
 
 // Order is the request side's fixed order (seed 004, "Checks run in a
@@ -49,10 +51,12 @@ var slotNames = [numSlots]string{
 var Order = [...]Slot{Session, Params, RateLimit, Quota, Route, KillSwitch, Policy, Content, Approval, Breaker}
 
 // ResultOrder is the response side's order: the checks over what the
-// upstream answered, run after the brokered credential was removed (the
-// upstream client does that inside every exchange, since only it holds the
-// credential) and before the answer and its audit record are written.
-var ResultOrder = [...]Slot{Results}
+// upstream answered (Results, a ResultCheck) and over the other messages a
+// server sends the client (Ingress, a MessageCheck), run after the
+// brokered credential was removed (the upstream client does that inside
+// every exchange, since only it holds the credential) and before the
+// message (and its audit record) is written.
+var ResultOrder = [...]Slot{Results, Ingress}
 
 // String returns the slot's name as docs/pipeline.md, spans and logs write
 // it.
@@ -90,15 +94,16 @@ func (m Mode) String() string {
 	return "closed"
 }
 
-// Scope says which requests a stage applies to, as a set.
-type Scope uint8
+// Scope says which messages a stage applies to, as a set. Each row of the
+// message table (Messages) names the one scope its message runs under.
+type Scope uint16
 
 const (
 	// Opening: initialize, which opens a session and so has none to check.
 	Opening Scope = 1 << iota
-	// InSession: every other request that is not decided per call (ping,
-	// the lists, logging/setLevel, resources/subscribe and unsubscribe,
-	// unknown methods).
+	// InSession: the requests the gateway answers itself or from its
+	// catalogs (ping, server/discover, the lists, subscriptions/listen),
+	// and unknown methods, which are then refused.
 	InSession
 	// ToolCall: tools/call.
 	ToolCall
@@ -106,38 +111,36 @@ const (
 	// of one server and get its content (resources/read, prompts/get,
 	// completion/complete).
 	Read
-	// Relayed: the messages the gateway carries between a server and the
-	// client the other way round: a request of the server to the client
-	// (sampling/createMessage, elicitation/create, roots/list), relayed
-	// during a call or on a stream, and the client's answer to one (the
-	// gateway's method "response").
+	// Subscription: resources/subscribe and resources/unsubscribe, sent
+	// to the server of their resource, and decided as a read of it.
+	Subscription
+	// Control: logging/setLevel, sent to every server of the endpoint it
+	// may reach; no object of a server is named.
+	Control
+	// Relayed: a request of a server to the client (sampling/createMessage,
+	// elicitation/create, roots/list, ping), relayed during a call or on a
+	// stream.
 	Relayed
+	// Answered: the client's answer to a request of a server (method
+	// ResponseMethod), returned to that server.
+	Answered
 
 	// Decided: the requests whose target is checked one by one
 	// (tools/call and the reads).
 	Decided = ToolCall | Read
-	// Every request.
-	Every = Opening | InSession | Decided | Relayed
+	// ServerBound: every client message a server receives. The kill
+	// switch and the policy stand in front of each.
+	ServerBound = Decided | Subscription | Control | Answered
+	// Every message that runs stages.
+	Every = Opening | InSession | ServerBound | Relayed
 )
-
-// ScopeOf is the scope a method's request runs under: exactly one of
-// Opening, InSession, ToolCall and Read. A relayed message (Call.Relayed)
-// runs under Relayed whatever its method.
-func ScopeOf(method string) Scope {
-	switch method {
-	case "initialize":
-		return Opening
-	case "tools/call":
-		return ToolCall
-	case "resources/read", "prompts/get", "completion/complete":
-		return Read
-	}
-	return InSession
-}
 
 // scope is the scope c runs under.
 func (c *Call) scope() Scope {
-	if c.Relayed {
+	switch {
+	case c.Relayed && c.Method == ResponseMethod:
+		return Answered
+	case c.Relayed:
 		return Relayed
 	}
 	return ScopeOf(c.Method)

@@ -74,8 +74,8 @@ func (m *Manifest) compile() (*Bounds, error) {
 	if m.Grants != nil {
 		g := make(grantSet, len(m.Grants))
 		for method, srcs := range m.Grants {
-			if !Decidable(method) {
-				return nil, fmt.Errorf("manifest: grants: %q is not a decidable method (tools/call, resources/read, prompts/get, completion/complete)", method)
+			if !Decidable(method) && !Reachable(method) {
+				return nil, fmt.Errorf("manifest: grants: %q is not a decidable method (tools/call, resources/read, prompts/get, completion/complete) nor a server-bound one (logging/setLevel, sampling/createMessage, elicitation/create, roots/list)", method)
 			}
 			ps, err := compilePatterns(srcs)
 			if err != nil {
@@ -225,6 +225,36 @@ func (g *ManifestGate) Decide(ctx context.Context, req *Request) Verdict {
 	}
 	return g.inner.Decide(ctx, req)
 }
+
+// Reachable reports whether method is a server-bound message that no
+// Decider decides but a manifest bounds (Reach): logging/setLevel, and
+// the methods of a server's requests, by which a client's answer to one
+// is known (sampling/createMessage, elicitation/create, roots/list).
+func Reachable(method string) bool {
+	switch method {
+	case "logging/setLevel", "sampling/createMessage", "elicitation/create", "roots/list":
+		return true
+	}
+	return false
+}
+
+// Reach returns the reason b refuses req, a Reachable message to
+// req.Server (its name empty), or "": the session clocks, and, under a
+// grant list, a method the list does not name for that server (a grant
+// list names what a session may use; a method it does not list is not
+// granted, so "tools/call: [a/echo]" alone stops logging/setLevel and a
+// client's answers to server a). A grant "logging/setLevel: [a/*]" lets
+// them through to a. A method that is not Reachable is refused (grant).
+func (b *Bounds) Reach(req *Request) string {
+	if !Reachable(req.Method) {
+		return ReasonGrant
+	}
+	return b.check(req)
+}
+
+// Unreached is the verdict refusing a Reachable message for reason (what
+// Reach returned): -32005 with that reason, as the manifest gate refuses.
+func Unreached(reason string) Verdict { return capability(reason, "manifest:"+reason) }
 
 // check returns the reason b refuses req, or "".
 func (b *Bounds) check(req *Request) string {

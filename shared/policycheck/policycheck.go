@@ -40,6 +40,7 @@
 package policycheck
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -229,7 +230,12 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 		c.PolicyHash = l.Hash
 	}
 	if c.Server == nil {
-		return nil // not routed: an earlier stage answers
+		// Not routed: an earlier stage answers; or logging/setLevel on
+		// /mcp, sent to the servers Visible lets it reach.
+		return nil
+	}
+	if m := reachMethod(c); m != "" {
+		return k.reach(ctx, c, l, bounds, m)
 	}
 	var step policy.Step
 	if meta := jsonrpc.Member(c.Params, "_meta"); meta != nil { // most calls have none: no decode
@@ -283,6 +289,40 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 			k.o.Logger.WarnContext(ctx, "session manifest counters not updated", "tenant", tenant, "correlation_id", c.CorrelationID, "err", err)
 		}
 	})
+	return nil
+}
+
+// reachMethod is the method c is bounded as when no Decider decides it
+// (policy.Reachable): logging/setLevel, or, for a client's answer, the
+// method of the server's request it answers (c.Target); "" for the others.
+func reachMethod(c *pipeline.Call) string {
+	switch {
+	case c.Relayed && c.Method == pipeline.ResponseMethod:
+		// An answer whose request is not known is not Reachable: under a
+		// manifest it is refused (grant).
+		return cmp.Or(c.Target, pipeline.ResponseMethod)
+	case c.Method == "logging/setLevel":
+		return c.Method
+	}
+	return ""
+}
+
+// reach decides c, a server-bound message no Decider decides (method m,
+// reachMethod), by the manifests alone (the tenant's, the key's, the
+// session's: policy.Bounds.Reach): the roles and Cedar decide the
+// decidable methods only (seed 002).
+func (k *Check) reach(ctx context.Context, c *pipeline.Call, l Loaded, bounds *policy.Bounds, m string) error {
+	b := l.Bounds.Narrow(bounds.Narrow(k.sessionBounds(ctx, c)))
+	if b == nil {
+		return nil // no manifest: nothing bounds it
+	}
+	req := Request(c, k.o.Now())
+	req.Method = m
+	if reason := b.Reach(req); reason != "" {
+		v := policy.Unreached(reason)
+		c.PolicyRule, c.PolicyVerdict = v.Rule, VerdictWord(v)
+		return v.Refusal()
+	}
 	return nil
 }
 
@@ -361,6 +401,11 @@ func Request(c *pipeline.Call, now time.Time) *policy.Request {
 		req.Prompt = c.Target
 	case policy.MethodResource:
 		req.ResourceURI = c.Target
+	case "resources/subscribe", "resources/unsubscribe":
+		// A subscription is decided as a read of its resource (the
+		// 2025-11-25 form of a subscription): it would deliver the
+		// resource's updates.
+		req.Method, req.ResourceURI = policy.MethodResource, c.Target
 	case policy.MethodCompletion:
 		// The ref names a prompt or a resource (template): route.Named's
 		// kind is on UpstreamTool.
@@ -411,6 +456,11 @@ func (k *Check) Visible(ctx context.Context, c *pipeline.Call, server *registry.
 		// A template names many URIs, not one: it is listed, and each
 		// read of a URI it expands to is decided on that URI.
 		return true
+	case "logging/setLevel":
+		// Which servers it is sent to on /mcp: the same decision as on
+		// /mcp/{server}.
+		tmpl.Method, tmpl.Server = "logging/setLevel", server.Name
+		return l.Bounds.Narrow(tmpl.Bounds).Reach(tmpl) == ""
 	}
 	return policy.Visible(ctx, l.Decider, tmpl, server.Name, tool, annotations(c.ToolDef))
 }

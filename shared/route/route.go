@@ -504,6 +504,18 @@ func (k *Check) resolve(ctx context.Context, c *pipeline.Call) error {
 	case "tools/call":
 	case "prompts/get", "resources/read", "resources/subscribe", "resources/unsubscribe", "completion/complete":
 		return k.resolveTarget(ctx, c)
+	case "logging/setLevel":
+		// On /mcp/{server}, sent to that server: the kill switch and the
+		// policy decide it there. On /mcp the gateway sends it to each
+		// server they let it reach (pipeline.Visible).
+		if c.RequestedServer != "" {
+			srv, err := k.cat.server(ctx, c.Tenant.ID, c.RequestedServer)
+			if err != nil {
+				return err
+			}
+			c.Server = srv
+		}
+		return nil
 	default:
 		return nil // other requests name a server (/mcp/{server}) or none
 	}
