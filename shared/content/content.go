@@ -211,15 +211,19 @@ func New(o Options) (*Check, *Results, error) {
 
 // Check implements pipeline.Check. A tools/call runs every check of the
 // slot; another server-bound message (its scope: a read, a subscription,
-// logging/setLevel, a client's answer) runs the egress and threat scan
-// over the members its row of the message table names (Egress).
+// logging/setLevel, a client's answer) runs the definition check of the
+// prompt, resource or template it names (poisoning and pins), then the
+// egress and threat scan over the members its row of the message table
+// names (Egress).
 func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
-	if c.Method != "tools/call" {
-		return k.Egress(ctx, c)
-	}
+	// The target's definition first (poisoning, pins: a tool, a prompt,
+	// a resource or a template), then what the message carries.
 	a := actions(k.o.Defaults, c.Tenant)
 	if err := k.tool(ctx, c, a); err != nil {
 		return err
+	}
+	if c.Method != "tools/call" {
+		return k.Egress(ctx, c)
 	}
 	switch a.Input {
 	case block:
