@@ -39,6 +39,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/lambdatest"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/quota"
+	"github.com/aegis-gw/aegis/shared/ratelimit"
 	"github.com/aegis-gw/aegis/shared/wiring"
 )
 
@@ -125,12 +126,28 @@ type faulty struct {
 var errFault = fmt.Errorf("matrix: injected store failure")
 
 func (f *faulty) Incr(ctx context.Context, key string, limit int64, expires time.Time) (int64, bool, error) {
-	for tenant, fault := range f.faults {
-		if fault == "counters" && strings.Contains(key, "#"+tenant+"#") {
-			return 0, false, errFault
-		}
+	if f.countersFail(key) {
+		return 0, false, errFault
 	}
 	return f.Store.Incr(ctx, key, limit, expires)
+}
+
+func (f *faulty) IncrGroup(ctx context.Context, key string, limit int64, extras []ratelimit.Extra, expires time.Time) ([]int64, bool, error) {
+	if f.countersFail(key) {
+		return nil, false, errFault
+	}
+	return f.Store.IncrGroup(ctx, key, limit, extras, expires)
+}
+
+// countersFail reports whether key is a counter of a tenant whose row
+// declares the "counters" fault.
+func (f *faulty) countersFail(key string) bool {
+	for tenant, fault := range f.faults {
+		if fault == "counters" && strings.Contains(key, "#"+tenant+"#") {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *faulty) Stops(ctx context.Context, tenant string) ([]killswitch.Stop, error) {
