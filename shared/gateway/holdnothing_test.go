@@ -873,6 +873,12 @@ func (l *storeLatency) Incr(ctx context.Context, key string, limit int64, expire
 	return n, ok, err
 }
 
+func (l *storeLatency) IncrGroup(ctx context.Context, key string, limit int64, extras []ratelimit.Extra, expires time.Time) ([]int64, bool, error) {
+	n, ok, err := l.Backend.IncrGroup(ctx, key, limit, extras, expires)
+	time.Sleep(l.d)
+	return n, ok, err
+}
+
 func (l *storeLatency) AcquireLease(ctx context.Context, key, holder string, limit int, now, expires time.Time) (bool, error) {
 	ok, err := l.Backend.AcquireLease(ctx, key, holder, limit, now, expires)
 	time.Sleep(l.d)
