@@ -270,3 +270,51 @@ func TestEgressActions(t *testing.T) {
 		})
 	}
 }
+
+// TestEgressInToolCallMeta: a tools/call's _meta is forwarded with its
+// arguments and scanned with them: a card number there is refused -32053
+// and the call never reaches the upstream.
+func TestEgressInToolCallMeta(t *testing.T) {
+	e, up := contentEnv(t, func(*config.Settings) {}, registry.ContentActions{})
+	cs := connect(t, e.URL+"/mcp/mock-primary", e.KeyA)
+	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{
+		Meta: mcp.Meta{"note": "pay with 4111 1111 1111 1111"},
+		Name: "echo", Arguments: map[string]any{"message": "hi"},
+	})
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) || we.Code != -32053 {
+		t.Fatalf("want -32053, got %v", err)
+	}
+	if n := up.calls.Load(); n != 0 {
+		t.Fatalf("a blocked call reached the upstream (%d)", n)
+	}
+}
+
+// TestEgressMetaProgressToken: an SDK's random progressToken is not taken
+// for a credential (the secret-assignment rule reads its member's name),
+// so a call with one is forwarded; a card number as the token is refused.
+func TestEgressMetaProgressToken(t *testing.T) {
+	e, up := contentEnv(t, func(*config.Settings) {}, registry.ContentActions{})
+	cs := connect(t, e.URL+"/mcp/mock-primary", e.KeyA)
+	ctx := context.Background()
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{
+		Meta: mcp.Meta{"progressToken": "a1b2c3d4-e5f6-7890-abcd-ef1234567890"},
+		Name: "echo", Arguments: map[string]any{"message": "hi"},
+	}); err != nil {
+		t.Fatalf("a random progressToken: %v", err)
+	}
+	if n := up.calls.Load(); n != 1 {
+		t.Fatalf("upstream got %d calls, want 1", n)
+	}
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{
+		Meta: mcp.Meta{"progressToken": "4111 1111 1111 1111"},
+		Name: "echo", Arguments: map[string]any{"message": "hi"},
+	})
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) || we.Code != -32053 {
+		t.Fatalf("a card number as the progressToken: want -32053, got %v", err)
+	}
+	if n := up.calls.Load(); n != 1 {
+		t.Fatalf("upstream got %d calls, want 1", n)
+	}
+}

@@ -494,3 +494,27 @@ func TestPromptArgumentsEgress(t *testing.T) {
 		t.Fatalf("upstream got the prompt %d times", n)
 	}
 }
+
+// TestEgressInMeta: a request's _meta is forwarded with it, so it gets
+// the egress scan too: a card number in the _meta of a tools/call or a
+// prompts/get is refused -32053 and never reaches the upstream; a clean
+// _meta passes.
+func TestEgressInMeta(t *testing.T) {
+	r := newKindsRig(t, memstore.New(), "block")
+	r.connect(t)
+	ctx := context.Background()
+	card := mcp.Meta{"note": "pay with 4111 1111 1111 1111"}
+	_, err := r.cs.GetPrompt(ctx, &mcp.GetPromptParams{Meta: card, Name: "greet", Arguments: map[string]string{"who": "Ada"}})
+	if d := refusalData(t, err, -32053); d["kinds"] == nil {
+		t.Fatalf("prompts/get: data %v", d)
+	}
+	if n := r.up.Hits("prompt:greet"); n != 0 {
+		t.Fatalf("upstream got the prompt %d times", n)
+	}
+	if _, err := r.cs.GetPrompt(ctx, &mcp.GetPromptParams{Meta: mcp.Meta{"note": "hello"}, Name: "greet", Arguments: map[string]string{"who": "Ada"}}); err != nil {
+		t.Fatalf("a clean _meta: %v", err)
+	}
+	if n := r.up.Hits("prompt:greet"); n != 1 {
+		t.Fatalf("upstream got the clean prompt %d times, want 1", n)
+	}
+}
