@@ -245,14 +245,10 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 		if len(v) == 0 {
 			continue
 		}
-		n := len(found)
 		var err error
 		if found, err = k.o.Scanner.Scan(v, found); err != nil {
 			// The decoder and the params stage read these bytes already.
 			return fmt.Errorf("content: %s unreadable: %w", m, err)
-		}
-		if m == "_meta" {
-			found = protocolMeta(found, n)
 		}
 	}
 	return k.outbound(ctx, c, a, found)
@@ -290,13 +286,9 @@ func (k *Check) Egress(ctx context.Context, c *pipeline.Call) error {
 		if len(v) == 0 {
 			continue
 		}
-		n := len(found)
 		var err error
 		if found, err = k.o.Scanner.Scan(v, found); err != nil {
 			return fmt.Errorf("content: %s of %s unreadable: %w", m, c.Method, err)
-		}
-		if m == "_meta" {
-			found = protocolMeta(found, n)
 		}
 		if m == "uri" || strings.HasSuffix(m, ".uri") {
 			// A URI's parts as words: the scanner takes digits glued
@@ -308,23 +300,6 @@ func (k *Check) Egress(ctx context.Context, c *pipeline.Call) error {
 		}
 	}
 	return k.outbound(ctx, c, actions(k.o.Defaults, c.Tenant), found)
-}
-
-// protocolMeta drops from found[from:], the findings in a request's
-// _meta, the one the protocol's own member causes: `progressToken` is an
-// opaque id the client picks (SDKs mint random strings), and the
-// credential rule that reads a member named like a token as a secret
-// assignment takes every such id for a key. Its value is still scanned
-// for everything else (a card number, an SSN, a known key format).
-func protocolMeta(found []scan.Finding, from int) []scan.Finding {
-	kept := found[:from]
-	for _, f := range found[from:] {
-		if f.Rule == "secret-assignment" && f.Path == "/progressToken" && len(f.Nested) == 0 {
-			continue
-		}
-		kept = append(kept, f)
-	}
-	return kept
 }
 
 // uriWords is u unescaped (%XX, and + in a query) with its delimiters as

@@ -531,6 +531,11 @@ func valueByte(c, quote byte) bool {
 	return c > ' ' && c < 0x7f && strings.IndexByte(`"'`+"`,;&@<>()[]{}\\", c) < 0
 }
 
+// protocolToken is the member of MCP's requests and progress
+// notifications that names a request's progress (params.progressToken,
+// params._meta.progressToken): an opaque id the client picks.
+const protocolToken = "progressToken"
+
 // secretMember: the value t of a member named like a secret, when it
 // looks random, is one whole.
 func secretMember(t string, member []byte) Finding {
@@ -538,6 +543,11 @@ func secretMember(t string, member []byte) Finding {
 	// AWS secret's name holds "secret" (TestAWSSecretWordsHoldSecret): a
 	// member without one of secretWords has neither.
 	if !memberHasMin(member, secretWords, minSecretName) {
+		return Finding{Start: -1}
+	}
+	if string(member) == protocolToken {
+		// MCP's own opaque id, which SDKs mint at random: its name is
+		// not a secret's. Its value is still scanned by every other rule.
 		return Finding{Start: -1}
 	}
 	v := strings.TrimSpace(t)

@@ -166,3 +166,34 @@ func TestAWSSecretWordsHoldSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressTokenIsNoSecretName: MCP's progressToken is an opaque id
+// SDKs mint at random; its member name is not read as a secret's (the
+// secret-assignment rule), so a random token is no finding, while the
+// same value under a secret's name is, and a card number or a known key
+// format as the token still is.
+func TestProgressTokenIsNoSecretName(t *testing.T) {
+	s := New(nil)
+	for _, tc := range []struct {
+		doc  string
+		want string // the rule of the one finding; "" for none
+	}{
+		{`{"progressToken":"a1b2c3d4-e5f6-7890-abcd-ef1234567890"}`, ""},
+		{`{"_meta":{"progressToken":"progress-test-1"}}`, ""},
+		{`{"apiToken":"a1b2c3d4-e5f6-7890-abcd-ef1234567890"}`, "secret-assignment"},
+		{`{"progressToken":"4111 1111 1111 1111"}`, "card-luhn"},
+		{`{"progressToken":"AKIAZ4QJ3VXK7PRLWN2T"}`, "aws-access-key-id"},
+	} {
+		found, err := s.Scan([]byte(tc.doc), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if len(found) > 0 {
+			got = found[0].Rule
+		}
+		if got != tc.want || len(found) > 1 {
+			t.Errorf("%s: findings %+v, want rule %q", tc.doc, found, tc.want)
+		}
+	}
+}
