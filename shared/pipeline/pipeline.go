@@ -429,7 +429,7 @@ func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
 		}
 		err := p.decide(ctx, st, c, decide)
 		if err != nil {
-			undoAll(c, pre)
+			undoAll(pre)
 			return err
 		}
 	}
@@ -440,26 +440,23 @@ func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
 		// either.
 		c.OnDone(func(o audit.Outcome) {
 			if o == audit.OutcomeRefused {
-				undoAll(c, pre)
+				undoAll(pre)
 			}
 		})
 	}
 	return nil
 }
 
-// undoAll gives back what every prefetcher took for a refused call: the
-// give-backs are independent writes, so they run together (c.Async) and
-// cost one round trip, not one each.
-func undoAll(c *Call, pre []started) {
-	var room [8]func()
-	waits := room[:0]
+// undoAll gives back what every prefetcher took for a refused call, one
+// after another. (Run together, a give-back could overtake the store
+// write of the session a refused call had just opened: on DynamoDB a
+// session manifest's max_tool_calls was then not enforced,
+// TestPolicyToolCallsBoundUnderConcurrency.)
+func undoAll(pre []started) {
 	for j := range pre {
 		if undo := pre[j].undo; undo != nil {
-			waits = append(waits, c.Async(undo))
+			undo()
 		}
-	}
-	for _, w := range waits {
-		w()
 	}
 }
 
