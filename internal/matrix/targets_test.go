@@ -39,7 +39,6 @@ import (
 	"github.com/aegis-gw/aegis/shared/lambdatest"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/quota"
-	"github.com/aegis-gw/aegis/shared/ratelimit"
 	"github.com/aegis-gw/aegis/shared/wiring"
 )
 
@@ -130,13 +129,6 @@ func (f *faulty) Incr(ctx context.Context, key string, limit int64, expires time
 		return 0, false, errFault
 	}
 	return f.Store.Incr(ctx, key, limit, expires)
-}
-
-func (f *faulty) IncrGroup(ctx context.Context, key string, limit int64, extras []ratelimit.Extra, expires time.Time) ([]int64, bool, error) {
-	if f.countersFail(key) {
-		return nil, false, errFault
-	}
-	return f.Store.IncrGroup(ctx, key, limit, extras, expires)
 }
 
 // countersFail reports whether key is a counter of a tenant whose row

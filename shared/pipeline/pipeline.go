@@ -447,15 +447,11 @@ func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
 	return nil
 }
 
-// undoAll gives back what every prefetcher took for a refused call, one
-// after another. (Run together, a give-back could overtake the store
-// write of the session a refused call had just opened: on DynamoDB a
-// session manifest's max_tool_calls was then not enforced,
-// TestPolicyToolCallsBoundUnderConcurrency.)
+// undoAll gives back what every prefetcher took for a refused call.
 func undoAll(pre []started) {
 	for j := range pre {
-		if undo := pre[j].undo; undo != nil {
-			undo()
+		if pre[j].undo != nil {
+			pre[j].undo()
 		}
 	}
 }

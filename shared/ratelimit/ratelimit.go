@@ -39,24 +39,6 @@ type Counter interface {
 	// Decr gives back one unit that Incr counted (a call counted ahead of
 	// a decision that then refused it). It never goes below zero.
 	Decr(ctx context.Context, key string) error
-	// IncrGroup is Incr of the counter named key and, in the same write,
-	// of extra counters kept with it (a session window's tool windows):
-	// all of them or none. It counts when key's value is below limit and
-	// each extra's below its own (<= 0: no limit), and returns the new
-	// values (n[0] key's own, n[1+i] extras[i]'s) with ok true; otherwise
-	// it changes nothing and returns the current values with ok false.
-	// Key's own value is the one Incr and Decr of key count.
-	IncrGroup(ctx context.Context, key string, limit int64, extras []Extra, expires time.Time) (n []int64, ok bool, err error)
-	// DecrGroup gives back one unit of key's own counter and of each
-	// named extra counter, none below zero.
-	DecrGroup(ctx context.Context, key string, extras []string) error
-}
-
-// Extra is one extra counter of a group (Counter.IncrGroup): its name
-// within the group and its limit (<= 0: none).
-type Extra struct {
-	Name  string
-	Limit int64
 }
 
 // Window is the length of a rate-limit window.
@@ -98,18 +80,15 @@ func New(c Counter, o Options, now func() time.Time, log *slog.Logger) *Check {
 	return &Check{counter: c, perSession: int64(o.PerSession), perTool: int64(o.PerTool), perKey: int64(o.PerKey), now: now, log: log}
 }
 
-// Keys returns the counter key of the session window that contains now,
-// and the name of the tool's window within it: the tool windows of a
-// session's minute are extra counters of the session window's group
-// (Counter.IncrGroup), so one write counts a call in both. Exported for
-// docs and tests; the layout is described in docs/design/dynamodb.md.
-// session is the window's owner (see owner).
-func Keys(tenant, session, server, tool string, now time.Time) (sessionKey, toolName string) {
+// Keys returns the counter keys of the session window and the tool window
+// that contain now. Exported for docs and tests; the layout is described in
+// docs/design/dynamodb.md. session is the window's owner (see owner).
+func Keys(tenant, session, server, tool string, now time.Time) (sessionKey, toolKey string) {
 	w := strconv.FormatInt(now.UTC().Truncate(Window).Unix(), 10)
 	if server != "" {
 		tool = server + "/" + tool
 	}
-	return "rl#s#" + tenant + "#" + session + "#" + w, tool
+	return "rl#s#" + tenant + "#" + session + "#" + w, "rl#t#" + tenant + "#" + session + "#" + w + "#" + tool
 }
 
 // KeyWindow returns the counter key of the API key's window (all its
@@ -126,10 +105,8 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 
 // Prefetch implements pipeline.Prefetcher. The windows are counted with
 // concurrent requests (one round trip), started before earlier checks have
-// decided: for each owner one write counts the session window and the
-// tool window together (Counter.IncrGroup), and one more the API key's.
-// When any stage refuses the call (this one included), undo gives back
-// every unit it counted, all at once: a refused call holds nothing.
+// decided. When any stage refuses the call (this one included), undo gives
+// back every unit it counted: a refused call holds nothing.
 func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
 	if k.perSession <= 0 && k.perTool <= 0 && k.perKey <= 0 {
 		return func() error { return nil }, nil
@@ -145,14 +122,13 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	// windows, their waits and the undo's once, not one for each.
 	p := &prefetched{}
 	var ownerRoom [2]string
-	if k.perSession > 0 || k.perTool > 0 {
-		for _, who := range owners(c, ownerRoom[:0]) {
-			sKey, toolName := Keys(c.Tenant.ID, who, server, tool, now)
-			r := result{scope: ScopeSession, key: sKey, limit: k.perSession, group: true}
-			if k.perTool > 0 {
-				r.extra = []Extra{{Name: toolName, Limit: k.perTool}}
-			}
-			p.add(r)
+	for _, who := range owners(c, ownerRoom[:0]) {
+		sKey, tKey := Keys(c.Tenant.ID, who, server, tool, now)
+		if k.perSession > 0 {
+			p.add(result{scope: ScopeSession, key: sKey, limit: k.perSession})
+		}
+		if k.perTool > 0 {
+			p.add(result{scope: ScopeTool, key: tKey, limit: k.perTool})
 		}
 	}
 	if k.perKey > 0 && c.KeyID != "" {
@@ -161,17 +137,7 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	windows := p.windows[:p.n]
 	for i := range windows {
 		w := &windows[i]
-		p.waits[i] = c.Async(func() {
-			if !w.group {
-				_, w.ok, w.err = k.counter.Incr(ctx, w.key, w.limit, end)
-				return
-			}
-			var n []int64
-			n, w.ok, w.err = k.counter.IncrGroup(ctx, w.key, w.limit, w.extra, end)
-			if !w.ok && w.err == nil && !(w.limit > 0 && n[0] >= w.limit) {
-				w.scope, w.limit = ScopeTool, w.extra[0].Limit // the session window has room: its tool's is full
-			}
-		})
+		p.waits[i] = c.Async(func() { _, w.ok, w.err = k.counter.Incr(ctx, w.key, w.limit, end) })
 	}
 	wait := func() {
 		for _, w := range p.waits[:p.n] {
@@ -199,39 +165,20 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	undo := func() {
 		p.undone.Do(func() {
 			wait()
-			k.giveBack(ctx, c, windows)
+			k.giveBack(ctx, windows)
 		})
 	}
 	return decide, undo
 }
 
-// giveBack returns the units windows counted, with concurrent requests.
-func (k *Check) giveBack(ctx context.Context, c *pipeline.Call, windows []result) {
-	var room [maxWindows]func()
-	waits := room[:0]
-	bg := context.WithoutCancel(ctx)
+// giveBack returns the units windows counted.
+func (k *Check) giveBack(ctx context.Context, windows []result) {
 	for _, w := range windows {
-		if !w.ok || w.err != nil {
-			continue
-		}
-		waits = append(waits, c.Async(func() {
-			var err error
-			if w.group {
-				names := make([]string, len(w.extra))
-				for i, e := range w.extra {
-					names[i] = e.Name
-				}
-				err = k.counter.DecrGroup(bg, w.key, names)
-			} else {
-				err = k.counter.Decr(bg, w.key)
-			}
-			if err != nil {
+		if w.ok && w.err == nil {
+			if err := k.counter.Decr(context.WithoutCancel(ctx), w.key); err != nil {
 				k.log.WarnContext(ctx, "rate window not given back", "scope", w.scope, "err", err)
 			}
-		}))
-	}
-	for _, w := range waits {
-		w()
+		}
 	}
 }
 
@@ -244,23 +191,20 @@ type prefetched struct {
 	undone  sync.Once
 }
 
-// maxWindows: the session window (with its tool window) of each of at
-// most two owners (owners), and the API key's.
-const maxWindows = 3
+// maxWindows: session and tool windows for each of at most two owners
+// (owners), and the API key's.
+const maxWindows = 5
 
 func (p *prefetched) add(r result) {
 	p.windows[p.n] = r
 	p.n++
 }
 
-// result is one window's count for a call: a session window with its
-// tool window (group), or the API key's.
+// result is one window's count for a call.
 type result struct {
 	scope string
 	key   string
 	limit int64
-	group bool
-	extra []Extra
 	ok    bool
 	err   error
 }

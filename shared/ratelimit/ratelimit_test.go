@@ -106,12 +106,6 @@ func (failing) Incr(context.Context, string, int64, time.Time) (int64, bool, err
 
 func (failing) Decr(context.Context, string) error { return store.ErrUnavailable }
 
-func (failing) IncrGroup(context.Context, string, int64, []ratelimit.Extra, time.Time) ([]int64, bool, error) {
-	return nil, false, store.ErrUnavailable
-}
-
-func (failing) DecrGroup(context.Context, string, []string) error { return store.ErrUnavailable }
-
 // TestPerKeyAcrossSessions: the key's window spans all its sessions, so
 // minting sessions buys no calls. L calls are admitted in the minute, the
 // rest refused with scope key, however many sessions they came in.

@@ -1,13 +1,10 @@
 package storetest
 
 import (
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/aegis-gw/aegis/shared/ratelimit"
 )
 
 func testCounters(t *testing.T, nb NewBackend) {
@@ -89,76 +86,6 @@ func testCounters(t *testing.T, nb NewBackend) {
 		wg.Wait()
 		if admitted.Load() != 30 || refused.Load() != 70 {
 			t.Fatalf("admitted %d, refused %d; want 30, 70", admitted.Load(), refused.Load())
-		}
-	})
-
-	t.Run("a group counts together or not at all", func(t *testing.T) {
-		tools := func(limit int64, names ...string) []ratelimit.Extra {
-			var out []ratelimit.Extra
-			for _, n := range names {
-				out = append(out, ratelimit.Extra{Name: n, Limit: limit})
-			}
-			return out
-		}
-		for i := int64(1); i <= 2; i++ {
-			n, ok, err := k.IncrGroup(c, "grp", 3, tools(2, "srv/echo"), exp)
-			if err != nil || !ok || !slices.Equal(n, []int64{i, i}) {
-				t.Fatalf("IncrGroup #%d = %v, %v, %v; want [%d %d], true", i, n, ok, err, i, i)
-			}
-		}
-		// The tool's counter is full: nothing is counted, the session's
-		// own counter included.
-		n, ok, err := k.IncrGroup(c, "grp", 3, tools(2, "srv/echo"), exp)
-		if err != nil || ok || !slices.Equal(n, []int64{2, 2}) {
-			t.Fatalf("IncrGroup at the tool's limit = %v, %v, %v; want [2 2], false", n, ok, err)
-		}
-		// Another tool of the group: the group's own counter reaches 3.
-		if n, ok, err := k.IncrGroup(c, "grp", 3, tools(2, "srv/other"), exp); err != nil || !ok || !slices.Equal(n, []int64{3, 1}) {
-			t.Fatalf("IncrGroup(other tool) = %v, %v, %v; want [3 1], true", n, ok, err)
-		}
-		if n, ok, err := k.IncrGroup(c, "grp", 3, tools(0, "srv/third"), exp); err != nil || ok || !slices.Equal(n, []int64{3, 0}) {
-			t.Fatalf("IncrGroup at the group's limit = %v, %v, %v; want [3 0], false", n, ok, err)
-		}
-		// The group's own counter is the key's counter of Incr and Decr.
-		if n, ok, err := k.Incr(c, "grp", 3, exp); err != nil || ok || n != 3 {
-			t.Fatalf("Incr(grp) = %d, %v, %v; want 3, false", n, ok, err)
-		}
-		if err := k.DecrGroup(c, "grp", []string{"srv/echo"}); err != nil {
-			t.Fatal(err)
-		}
-		if n, ok, err := k.IncrGroup(c, "grp", 3, tools(2, "srv/echo"), exp); err != nil || !ok || !slices.Equal(n, []int64{3, 2}) {
-			t.Fatalf("IncrGroup after DecrGroup = %v, %v, %v; want [3 2], true", n, ok, err)
-		}
-		// Never below zero, whatever is given back.
-		for range 4 {
-			if err := k.DecrGroup(c, "grp", []string{"srv/other", "never"}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if n, ok, err := k.IncrGroup(c, "grp", 0, tools(0, "srv/other", "never"), exp); err != nil || !ok || !slices.Equal(n, []int64{1, 1, 1}) {
-			t.Fatalf("IncrGroup after draining = %v, %v, %v; want [1 1 1], true", n, ok, err)
-		}
-	})
-
-	t.Run("100 parallel on a group, tool limit 30", func(t *testing.T) {
-		var admitted atomic.Int64
-		var wg sync.WaitGroup
-		for range 100 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, ok, err := k.IncrGroup(c, "pgrp", 50, []ratelimit.Extra{{Name: "t", Limit: 30}}, exp)
-				if err != nil {
-					t.Errorf("IncrGroup: %v", err)
-				}
-				if ok {
-					admitted.Add(1)
-				}
-			}()
-		}
-		wg.Wait()
-		if admitted.Load() != 30 {
-			t.Fatalf("admitted %d; want 30", admitted.Load())
 		}
 	})
 }
