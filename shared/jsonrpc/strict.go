@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -63,9 +64,9 @@ func Misspelt(obj json.RawMessage, members ...string) error {
 	}
 	var err error
 	_ = eachMember(obj, func(k string, _ json.RawMessage) error {
-		f := Fold(k)
 		for _, m := range members {
-			if k != m && f == Fold(m) {
+			// strings.EqualFold is Fold(k) == Fold(m) without the copies.
+			if k != m && strings.EqualFold(k, m) {
 				err = &UnreadableError{Msg: QuoteKey(k) + " must be spelled " + strconv.Quote(m)}
 				return err
 			}

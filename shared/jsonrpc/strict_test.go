@@ -37,3 +37,18 @@ func TestStrictCall(t *testing.T) {
 		t.Error("Misspelt let Tools pass for tools")
 	}
 }
+
+// Misspelt compares with strings.EqualFold rather than Fold: the two must
+// agree on every pair, or a spelling Fold takes for one would pass.
+func TestEqualFoldIsFold(t *testing.T) {
+	words := []string{"name", "NAME", "Name", "nAmE", "naMe ", "arguments", "ARGUMENTS", "argumentſ",
+		"_meta", "_META", "_Meta", "ſerver", "server", "SERVER", "K", "k", "\u212a", "ß", "ẞ", "\xff", "\xfe",
+		"\xffname", "\xfename", "İ", "i", "ı", "I", "µ", "Μ", "μ", "", "a\u0301", "á"}
+	for _, a := range words {
+		for _, b := range words {
+			if got, want := strings.EqualFold(a, b), Fold(a) == Fold(b); got != want {
+				t.Errorf("%q, %q: EqualFold %v, Fold equal %v", a, b, got, want)
+			}
+		}
+	}
+}
