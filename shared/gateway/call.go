@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/idempotency"
+	"github.com/aegis-gw/aegis/shared/content"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -184,7 +184,7 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 			refuse(refusal.Internal(c.CorrelationID), audit.SlotSend)
 			return
 		}
-		ref, o := upstreamRefusal(err, g.o.Settings.UpstreamTimeout)
+		ref, o := g.upstreamRefusal(dctx, c, err)
 		g.o.Logger.Warn("upstream failed", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", c.Server.Name, "err", err)
 		outcome, code, word, slot = o, int(ref.Code), string(ref.Word), audit.SlotUpstream
 		writeRefusal(w, c.ID, ref, c.Tenant.RefusalShape, c.Method)
@@ -350,12 +350,44 @@ func failed(w refusal.Word) bool {
 	return w == refusal.InternalError || w == refusal.UpstreamError
 }
 
-// upstreamRefusal maps an upstream failure to the seed's contract.
-func upstreamRefusal(err error, timeout time.Duration) (*refusal.Refusal, audit.Outcome) {
+// upstreamRefusal maps an upstream failure of c to the seed's contract.
+// A -32000's detail may quote what the upstream sent (the start of an
+// answer that is not JSON-RPC, an HTTP error's body): it is a message of
+// the server toward the client like any other, so the ingress check runs
+// over it as an error (content.ErrorMessage), its findings go on c, and
+// the detail is the masked text, or says it was withheld when the check
+// refuses it (a threat, or PII_ACTION=block).
+func (g *Gateway) upstreamRefusal(ctx context.Context, c *pipeline.Call, err error) (*refusal.Refusal, audit.Outcome) {
 	if upstream.CallSent(err) {
-		return refusal.Timeout(int(timeout.Seconds())), audit.OutcomeIndeterminate
+		return refusal.Timeout(int(g.o.Settings.UpstreamTimeout.Seconds())), audit.OutcomeIndeterminate
 	}
-	return refusal.Upstream(err.Error()), audit.OutcomeError
+	ref := refusal.Upstream(err.Error())
+	m := content.Message{Kind: content.ErrorMessage, Method: c.Method, CorrelationID: c.CorrelationID,
+		Raw: jsonrpc.Error(json.RawMessage("0"), &jsonrpc.WireError{Code: int64(ref.Code), Message: ref.Message})}
+	if c.Server != nil {
+		m.Server = c.Server.Name
+	}
+	v, verr := g.content.results.Ingress(ctx, c.Tenant, m)
+	for _, f := range v.Findings {
+		c.Found(f)
+	}
+	switch {
+	case verr != nil:
+		return refusal.Upstream("the upstream's answer could not be checked"), audit.OutcomeError
+	case v.Refusal != nil:
+		return refusal.Upstream("the upstream's text was withheld (" + string(v.Refusal.Word) + ")"), audit.OutcomeError
+	case len(v.Findings) > 0:
+		var out struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(v.Out, &out) != nil {
+			return refusal.Upstream("the upstream's answer could not be checked"), audit.OutcomeError
+		}
+		ref.Message = out.Error.Message
+	}
+	return ref, audit.OutcomeError
 }
 
 // audit records the call's outcome. ctx is the settling context (see

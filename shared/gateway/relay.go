@@ -92,7 +92,7 @@ func (g *Gateway) relay(ctx context.Context, w http.ResponseWriter, ep endpoint,
 	}
 	switch {
 	case failure != nil:
-		ref, o := upstreamRefusal(failure, g.o.Settings.UpstreamTimeout)
+		ref, o := g.upstreamRefusal(st.ctx(), c, failure)
 		g.audit(st.ctx(), c, o, int(ref.Code), string(ref.Word), audit.SlotUpstream, "")
 		writeRefusal(w, c.ID, ref, "", c.Method)
 	case upErr != nil && (ok == nil || errorCode(upErr.Error) != jsonrpc.CodeMethodNotFound):
