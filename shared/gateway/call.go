@@ -9,8 +9,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/aegis-gw/aegis/shared/audit"
-	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/content"
+	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
