@@ -294,7 +294,9 @@ func Run(t *testing.T, ne func(t *testing.T) Env) {
 		}
 		rep := auditchain.Verify(load(t, e), []*auditchain.Verifier{v})
 		check(t, rep, nil, 0)
-		if !slices.ContainsFunc(rep.Unknown, func(u auditchain.Unknown) bool { return u.Records == 1 && bytes.Contains([]byte(u.Detail), []byte("write failed")) }) {
+		if !slices.ContainsFunc(rep.Unknown, func(u auditchain.Unknown) bool {
+			return u.Records == 1 && bytes.Contains([]byte(u.Detail), []byte("write failed"))
+		}) {
 			t.Fatalf("unknown = %+v; want the lost record named", rep.Unknown)
 		}
 	})
