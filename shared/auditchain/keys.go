@@ -83,19 +83,29 @@ func createKey(path string) (*Ed25519Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) { // another process made it first: use theirs
-		return LoadOrCreateKey(path)
-	}
+	// Written whole to a temporary file, then linked into place: a
+	// process that finds the key file never reads a half-written one, and
+	// of two processes creating it at once, one key wins.
+	f, err := os.CreateTemp(filepath.Dir(path), ".audit-key-*")
 	if err != nil {
 		return nil, fmt.Errorf("auditchain: audit key: %w", err)
 	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
 	_, err = f.WriteString(keyFilePrefix + LocalKeyName + "+" + base64.StdEncoding.EncodeToString(seed) + "\n")
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = os.Chmod(tmp, 0o600)
+	}
+	if err == nil {
+		err = os.Link(tmp, path)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return LoadOrCreateKey(path)
+	}
 	if err != nil {
-		_ = os.Remove(path)
 		return nil, fmt.Errorf("auditchain: audit key: %w", err)
 	}
 	vk, _ := s.Verifier(context.Background())

@@ -23,6 +23,7 @@ import (
 
 	"github.com/aegis-gw/aegis/shared/admin"
 	"github.com/aegis-gw/aegis/shared/approval"
+	"github.com/aegis-gw/aegis/shared/auditchain"
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/credentials"
 	"github.com/aegis-gw/aegis/shared/dynamo"
@@ -129,11 +130,15 @@ func LambdaGateway(ctx context.Context, getenv func(string) string, version stri
 	if loopback {
 		o.HTTP = gateway.NewHTTPClient(true)
 	}
-	gw, err := gateway.New(st, o)
+	b, chain, err := lambdaAuditChain(getenv, st, "lambda", tel.Logger)
 	if err != nil {
 		return nil, nil, err
 	}
-	return gw, func() { shutdownGateway(notify, stopTelemetry, tel.Logger, ShutdownBudget) }, nil
+	gw, err := gateway.New(b, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return gw, func() { shutdownGateway(notify, chain, stopTelemetry, tel.Logger, ShutdownBudget) }, nil
 }
 
 // ShutdownBudget is what the GatewayFunction's SIGTERM hook may spend.
@@ -144,9 +149,16 @@ const ShutdownBudget = 400 * time.Millisecond
 
 // shutdownGateway waits up to budget for the notifications in flight, then
 // stops telemetry, and logs what it could not finish.
-func shutdownGateway(notify *approval.Async, stopTelemetry func(context.Context) error, log *slog.Logger, budget time.Duration) {
+func shutdownGateway(notify *approval.Async, chain *auditchain.Writer, stopTelemetry func(context.Context) error, log *slog.Logger, budget time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
+	if chain != nil {
+		// The records since the last checkpoint: signed now, or left as
+		// an unsigned tail that verify reports (docs/design/audit.md).
+		if err := chain.Close(ctx); err != nil {
+			log.Warn("shutdown: the last audit checkpoint was not written; its records stay an unsigned tail", "err", err)
+		}
+	}
 	sent := make(chan struct{})
 	go func() { notify.Wait(); close(sent) }()
 	select {
@@ -180,7 +192,15 @@ func LambdaAdmin(ctx context.Context, getenv func(string) string, principal admi
 	if err != nil {
 		return nil, err
 	}
-	return admin.New(st, &admin.Options{TrustIAM: principal, Logger: tel.Logger, KillSwitchRefresh: s.KillSwitchRefresh})
+	// The admin function writes records too (decisions on approvals,
+	// stops, pins): its own chains. Lambda runs it without a SIGTERM
+	// hook, so its last records stay an unsigned tail until the next
+	// invocation's checkpoint, or for good when the environment ends.
+	b, _, err := lambdaAuditChain(getenv, st, "admin", tel.Logger)
+	if err != nil {
+		return nil, err
+	}
+	return admin.New(b, &admin.Options{TrustIAM: principal, Logger: tel.Logger, KillSwitchRefresh: s.KillSwitchRefresh})
 }
 
 // EnvAllowLoopback is the test-only escape of the Lambda harness
