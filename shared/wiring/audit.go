@@ -71,3 +71,9 @@ func (l lazyKMS) GetPublicKey(ctx context.Context, in *kms.GetPublicKeyInput, op
 	}
 	return c.GetPublicKey(ctx, in, opts...)
 }
+
+// KMSVerifier is the verifier key of the KMS key keyID (`aegis audit key
+// --kms`), through a client from the standard AWS configuration chain.
+func KMSVerifier(ctx context.Context, keyID string) (string, error) {
+	return auditchain.KMSVerifier(ctx, newLazyAWS().kms(), keyID)
+}
