@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -123,8 +122,8 @@ type KMSAPI interface {
 
 // KMSSigner signs with an asymmetric AWS KMS key (ECC_NIST_P256,
 // SIGN_VERIFY): the private key never leaves KMS. It asks KMS for the
-// public key once, on first use (kms:GetPublicKey), and signs the SHA-256
-// digest of each text (kms:Sign, ECDSA_SHA_256, MessageType DIGEST).
+// public key once, on first use (kms:GetPublicKey), and signs each text
+// (kms:Sign, ECDSA_SHA_256).
 type KMSSigner struct {
 	c     KMSAPI
 	keyID string
@@ -172,8 +171,11 @@ func KMSVerifier(ctx context.Context, c KMSAPI, keyID string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("auditchain: KMS GetPublicKey: %w", err)
 	}
-	if out.KeySpec != types.KeySpecEccNistP256 || out.KeyUsage != types.KeyUsageTypeSignVerify {
-		return "", fmt.Errorf("auditchain: KMS key %s is %s for %s; want ECC_NIST_P256 for SIGN_VERIFY", keyID, out.KeySpec, out.KeyUsage)
+	// The key's spec is read from its public key (ecdsaVerifier accepts
+	// only P-256): not every KMS API answers KeySpec (moto sets only the
+	// older CustomerMasterKeySpec).
+	if out.KeyUsage != types.KeyUsageTypeSignVerify {
+		return "", fmt.Errorf("auditchain: KMS key %s is for %q; want an ECC_NIST_P256 key for SIGN_VERIFY", keyID, out.KeyUsage)
 	}
 	arn := aws.ToString(out.KeyId)
 	if arn == "" {
@@ -182,11 +184,18 @@ func KMSVerifier(ctx context.Context, c KMSAPI, keyID string) (string, error) {
 	return ecdsaVerifier(KMSKeyName(arn), out.PublicKey)
 }
 
-// Sign implements Signer.
+// MaxKMSMessage is KMS Sign's limit on a RAW message; a checkpoint text
+// stays under it (MaxLost bounds its longest part).
+const MaxKMSMessage = 4096
+
+// Sign implements Signer. The text goes to KMS as it is (MessageType
+// RAW; KMS hashes it with SHA-256), which is what a verifier checks.
 func (s *KMSSigner) Sign(ctx context.Context, msg []byte) ([]byte, error) {
-	d := sha256.Sum256(msg)
+	if len(msg) > MaxKMSMessage {
+		return nil, fmt.Errorf("auditchain: a %d-byte checkpoint is over KMS's %d-byte message limit", len(msg), MaxKMSMessage)
+	}
 	out, err := s.c.Sign(ctx, &kms.SignInput{
-		KeyId: aws.String(s.keyID), Message: d[:], MessageType: types.MessageTypeDigest,
+		KeyId: aws.String(s.keyID), Message: msg, MessageType: types.MessageTypeRaw,
 		SigningAlgorithm: types.SigningAlgorithmSpecEcdsaSha256,
 	})
 	if err != nil {

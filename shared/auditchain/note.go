@@ -53,8 +53,9 @@ type Signer interface {
 
 const notePrefix = "aegis.audit/v1 checkpoint\n"
 
-// MaxLost bounds the lost lines of one checkpoint.
-const MaxLost = 64
+// MaxLost bounds the lost lines of one checkpoint, which keeps its text
+// under KMS's message limit (MaxKMSMessage).
+const MaxLost = 32
 
 // body is a checkpoint's text, parsed.
 type body struct {
