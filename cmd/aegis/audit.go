@@ -12,15 +12,10 @@ import (
 // envAuditKeyFile is where `aegis serve` and `aegis wrap` keep the
 // Ed25519 key they sign audit checkpoints with (default:
 // auditchain.DefaultKeyFile; created on first use, mode 0600).
-const envAuditKeyFile = "AEGIS_AUDIT_KEY_FILE"
+const envAuditKeyFile = auditchain.EnvKeyFile
 
 // auditKeyFile is the key file in force.
-func auditKeyFile() (string, error) {
-	if p := os.Getenv(envAuditKeyFile); p != "" {
-		return p, nil
-	}
-	return auditchain.DefaultKeyFile()
-}
+func auditKeyFile() (string, error) { return auditchain.KeyFile(os.Getenv) }
 
 // chainAudit makes b's audit records chained and checkpointed with the
 // local key; the returned func signs the last records (at shutdown).

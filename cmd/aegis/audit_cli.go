@@ -18,6 +18,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/display"
 	"github.com/aegis-gw/aegis/shared/wiring"
+	"github.com/aegis-gw/aegis/shared/wrap"
 )
 
 // keyList is --key, given once per key: a verifier key, or a file of
@@ -61,6 +62,7 @@ func runAuditVerify(args []string) int {
 	fs.Var(&keys, "key", "a signer's verifier key, or a file of them (repeat for each signer: the Lambda KMS key, each local key)")
 	var files keyList
 	fs.Var(&files, "file", "an export (aegis admin audit export); repeat for exports of consecutive ranges")
+	wrapFile := fs.String("wrap", "", "an `aegis wrap --audit` file (its checkpoints are read from FILE.checkpoints)")
 	ddb := fs.Bool("dynamodb", false, "read the audit table directly (AEGIS_AUDIT_TABLE, AWS credentials from the environment)")
 	tenant := fs.String("tenant", "", "with --dynamodb: the tenant")
 	from := fs.String("from", "", "with --dynamodb: RFC 3339 start (default: the retention horizon)")
@@ -75,7 +77,13 @@ func runAuditVerify(args []string) int {
 		return 2
 	}
 	var d auditchain.Data
+	unreadable := 0
 	switch {
+	case *wrapFile != "" && len(files) == 0 && !*ddb:
+		if d, unreadable, err = wrap.ReadAudit(*wrapFile); err != nil {
+			fmt.Fprintln(cliErr, "aegis audit verify:", cell(err.Error()))
+			return 1
+		}
 	case len(files) > 0 && !*ddb:
 		var rs []io.Reader
 		for _, f := range files {
@@ -97,10 +105,13 @@ func runAuditVerify(args []string) int {
 			return 1
 		}
 	default:
-		fmt.Fprintln(cliErr, "aegis audit verify: give --file EXPORT, or --dynamodb --tenant T")
+		fmt.Fprintln(cliErr, "aegis audit verify: give --file EXPORT, --wrap FILE, or --dynamodb --tenant T")
 		return 2
 	}
 	rep := auditchain.Verify(d, vs)
+	if unreadable > 0 {
+		rep.Unknown = append(rep.Unknown, auditchain.Unknown{Records: unreadable, Detail: "lines that are not a record (a fragment a failed write left): not verified"})
+	}
 	if *asJSON {
 		b, _ := json.MarshalIndent(rep, "", "  ")
 		fmt.Fprintln(cliOut, string(display.JSON(b)))

@@ -40,7 +40,14 @@ func Digest(r audit.Record) ([sha256.Size]byte, error) {
 	if !slices.IsSorted(r.Degraded) {
 		r.Degraded = slices.Sorted(slices.Values(r.Degraded))
 	}
-	b, err := json.Marshal(r)
+	return DigestJSON(r)
+}
+
+// DigestJSON is the SHA-256 of v's JSON with object keys sorted
+// (audit.Canonical): the content digest of a line that is not an
+// audit.Record (aegis wrap's), whose owner clears its chain fields first.
+func DigestJSON(v any) ([sha256.Size]byte, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return [sha256.Size]byte{}, err
 	}

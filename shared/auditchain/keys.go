@@ -24,6 +24,19 @@ const LocalKeyName = "aegis-local"
 // keyFilePrefix starts the one line of a local key file.
 const keyFilePrefix = "AEGIS-AUDIT-ED25519-KEY+"
 
+// EnvKeyFile names the local key file of `aegis serve` and `aegis wrap`
+// (default: DefaultKeyFile).
+const EnvKeyFile = "AEGIS_AUDIT_KEY_FILE"
+
+// KeyFile is the local key file in force: EnvKeyFile's value, else
+// DefaultKeyFile.
+func KeyFile(getenv func(string) string) (string, error) {
+	if p := getenv(EnvKeyFile); p != "" {
+		return p, nil
+	}
+	return DefaultKeyFile()
+}
+
 // DefaultKeyFile is where `aegis serve` and `aegis wrap` keep their
 // checkpoint signing key unless told otherwise: aegis/audit-ed25519.key
 // under the user's configuration directory ($XDG_CONFIG_HOME or

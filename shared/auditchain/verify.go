@@ -1,6 +1,7 @@
 package auditchain
 
 import (
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -118,6 +119,37 @@ type Data struct {
 	KeptSince   time.Time
 	Records     []audit.Record
 	Checkpoints []audit.Checkpoint
+	// Entries are chained lines of other kinds (aegis wrap's audit file:
+	// shared/wrap.ReadAudit), verified with the records.
+	Entries []Entry
+}
+
+// Entry is what Verify reads of one chained line: its chain fields, the
+// digest of its content, and what names it in a report.
+type Entry struct {
+	Writer        string
+	Seq           uint64
+	Prev, Hash    string
+	Digest        [32]byte
+	Bad           bool // its content could not be digested
+	CorrelationID string
+	Time          time.Time
+}
+
+// RecordEntry is r as Verify reads it.
+func RecordEntry(r audit.Record) Entry {
+	d, err := Digest(r)
+	return Entry{Writer: r.Writer, Seq: r.Seq, Prev: r.Prev, Hash: r.Hash, Digest: d, Bad: err != nil, CorrelationID: r.CorrelationID, Time: r.Time}
+}
+
+// hashAt recomputes e's hash at position seq ("" when it cannot be).
+func (e Entry) hashAt(seq uint64) string {
+	prev, err := parseHash(e.Prev)
+	if err != nil || e.Bad {
+		return ""
+	}
+	h := Link(e.Writer, seq, prev, e.Digest)
+	return hex.EncodeToString(h[:])
 }
 
 // TailNote: an unsigned tail longer than this many records is more than
@@ -157,7 +189,10 @@ func Verify(d Data, keys []*Verifier) Report {
 			firstCP = b.From
 		}
 	}
-	recs := map[string][]audit.Record{}
+	recs := map[string][]Entry{}
+	for _, e := range d.Entries {
+		recs[e.Writer] = append(recs[e.Writer], e)
+	}
 	for _, r := range d.Records {
 		if !Chained(r) {
 			if !firstCP.IsZero() && !r.Time.Before(firstCP) {
@@ -167,7 +202,7 @@ func Verify(d Data, keys []*Verifier) Report {
 			}
 			continue
 		}
-		recs[r.Writer] = append(recs[r.Writer], r)
+		recs[r.Writer] = append(recs[r.Writer], RecordEntry(r))
 	}
 	writers := map[string]bool{}
 	for w := range recs {
@@ -189,7 +224,11 @@ func Verify(d Data, keys []*Verifier) Report {
 }
 
 func recordFault(k FaultKind, r audit.Record, detail string) Fault {
-	return Fault{Kind: k, Writer: r.Writer, Seq: r.Seq, CorrelationID: r.CorrelationID, Time: r.Time.UTC().Format(time.RFC3339Nano), Detail: detail}
+	return entryFault(k, RecordEntry(r), detail)
+}
+
+func entryFault(k FaultKind, e Entry, detail string) Fault {
+	return Fault{Kind: k, Writer: e.Writer, Seq: e.Seq, CorrelationID: e.CorrelationID, Time: e.Time.UTC().Format(time.RFC3339Nano), Detail: detail}
 }
 
 // openCheckpoint verifies c's signature and reads its text.
@@ -213,7 +252,7 @@ func openCheckpoint(c audit.Checkpoint, tenant string, keys []*Verifier) (body, 
 // verifyWriter checks one writer's chain.
 // forged are the numbers of its checkpoints already named forged (not
 // named removed again).
-func verifyWriter(rep *Report, keptSince time.Time, w string, recs []audit.Record, cpm map[uint64]body, forged map[uint64]bool) {
+func verifyWriter(rep *Report, keptSince time.Time, w string, recs []Entry, cpm map[uint64]body, forged map[uint64]bool) {
 	sum := WriterSummary{Writer: w, Records: len(recs), Checkpoints: len(cpm)}
 	cps := make([]body, 0, len(cpm))
 	for _, b := range cpm {
@@ -225,7 +264,7 @@ func verifyWriter(rep *Report, keptSince time.Time, w string, recs []audit.Recor
 	// there, else the seq its prev link gives it (reordered), else the
 	// one it claims (changed).
 	type entry struct {
-		r     audit.Record
+		r     Entry
 		pos   uint64
 		valid bool // its hash holds at pos
 		fault bool
@@ -233,7 +272,7 @@ func verifyWriter(rep *Report, keptSince time.Time, w string, recs []audit.Recor
 	es := make([]*entry, len(recs))
 	for i, r := range recs {
 		e := &entry{r: r, pos: r.Seq}
-		if h, err := RecordHash(r, r.Seq); err == nil && h == r.Hash && r.Seq > 0 {
+		if h := r.hashAt(r.Seq); h != "" && h == r.Hash && r.Seq > 0 {
 			e.valid = true
 		}
 		es[i] = e
@@ -258,10 +297,10 @@ func verifyWriter(rep *Report, keptSince time.Time, w string, recs []audit.Recor
 			if !ok || p+1 == e.r.Seq {
 				continue
 			}
-			if h, err := RecordHash(e.r, p+1); err == nil && h == e.r.Hash {
+			if h := e.r.hashAt(p + 1); h != "" && h == e.r.Hash {
 				e.valid, e.pos, progress = true, p+1, true
 				anchor[e.r.Hash] = e.pos
-				rep.Faults = append(rep.Faults, recordFault(Reordered, e.r, fmt.Sprintf("intact, but written as seq %d", e.pos)))
+				rep.Faults = append(rep.Faults, entryFault(Reordered, e.r, fmt.Sprintf("intact, but written as seq %d", e.pos)))
 				e.fault = true
 			}
 		}
@@ -269,7 +308,7 @@ func verifyWriter(rep *Report, keptSince time.Time, w string, recs []audit.Recor
 	for _, e := range es {
 		if !e.valid {
 			e.fault = true
-			rep.Faults = append(rep.Faults, recordFault(Changed, e.r, "its content or chain fields are not what its writer hashed"))
+			rep.Faults = append(rep.Faults, entryFault(Changed, e.r, "its content or chain fields are not what its writer hashed"))
 		}
 	}
 
@@ -307,7 +346,7 @@ func verifyWriter(rep *Report, keptSince time.Time, w string, recs []audit.Recor
 				continue // the same record twice (an export read twice)
 			}
 			e.fault = true
-			rep.Faults = append(rep.Faults, recordFault(Inserted, e.r, fmt.Sprintf("a second record at seq %d, not the one the chain names", pos)))
+			rep.Faults = append(rep.Faults, entryFault(Inserted, e.r, fmt.Sprintf("a second record at seq %d, not the one the chain names", pos)))
 		}
 	}
 	sum.Records = len(at)
@@ -321,7 +360,7 @@ func verifyWriter(rep *Report, keptSince time.Time, w string, recs []audit.Recor
 		if pos == 1 {
 			if e.r.Prev != Genesis {
 				e.fault = true
-				rep.Faults = append(rep.Faults, recordFault(Changed, e.r, "the first record of its chain does not start from the genesis hash"))
+				rep.Faults = append(rep.Faults, entryFault(Changed, e.r, "the first record of its chain does not start from the genesis hash"))
 			}
 			continue
 		}
@@ -330,7 +369,7 @@ func verifyWriter(rep *Report, keptSince time.Time, w string, recs []audit.Recor
 		}
 		if e.r.Prev != p.r.Hash && !p.fault {
 			p.fault = true
-			rep.Faults = append(rep.Faults, recordFault(Changed, p.r, fmt.Sprintf("its hash is not the one seq %d names: changed and its hash recomputed", pos)))
+			rep.Faults = append(rep.Faults, entryFault(Changed, p.r, fmt.Sprintf("its hash is not the one seq %d names: changed and its hash recomputed", pos)))
 		}
 	}
 
@@ -360,7 +399,7 @@ func verifyWriter(rep *Report, keptSince time.Time, w string, recs []audit.Recor
 		}
 		if e, ok := at[b.PrevSize+1]; ok && !e.fault && e.r.Prev != b.PrevHead {
 			e.fault = true
-			rep.Faults = append(rep.Faults, recordFault(Changed, e.r, fmt.Sprintf("it does not follow the head of checkpoint %d", b.PrevNumber)))
+			rep.Faults = append(rep.Faults, entryFault(Changed, e.r, fmt.Sprintf("it does not follow the head of checkpoint %d", b.PrevNumber)))
 		}
 		lostAt := map[uint64]bool{}
 		for _, l := range b.Lost {
