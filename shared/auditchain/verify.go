@@ -152,6 +152,9 @@ func (e Entry) hashAt(seq uint64) string {
 	return hex.EncodeToString(h[:])
 }
 
+// maxNamed: a run of more missing checkpoints is one fault.
+const maxNamed = 16
+
 // TailNote: an unsigned tail longer than this many records is more than
 // a writer leaves unsigned with the default settings.
 const TailNote = DefaultRecords
@@ -379,6 +382,9 @@ func verifyWriter(rep *Report, keptSince time.Time, w string, recs []Entry, cpm 
 		if i > 0 {
 			a := cps[i-1]
 			switch {
+			case b.Number > a.Number+1 && b.Number-a.Number-1 > maxNamed:
+				rep.Faults = append(rep.Faults, Fault{Kind: CheckpointRemoved, Writer: w, Checkpoint: a.Number + 1,
+					Detail: fmt.Sprintf("checkpoints %d to %d are missing between %d and %d", a.Number+1, b.Number-1, a.Number, b.Number)})
 			case b.Number > a.Number+1:
 				for n := a.Number + 1; n < b.Number; n++ {
 					if !forged[n] {
