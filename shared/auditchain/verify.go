@@ -453,13 +453,9 @@ func verifyWriter(rep *Report, keptSince time.Time, w string, recs []Entry, cpm 
 	if len(positions) > 0 {
 		sum.First, sum.Last = positions[0], positions[len(positions)-1]
 	}
-	covered := func(p uint64) bool {
-		for _, b := range cps {
-			if p > b.PrevSize && p <= b.Size {
-				return true
-			}
-		}
-		return false
+	covered := func(p uint64) bool { // cps are in number order, so in size order too
+		i, _ := slices.BinarySearchFunc(cps, p, func(b body, p uint64) int { return int64cmp(b.Size, p) })
+		return i < len(cps) && p > cps[i].PrevSize
 	}
 	if len(cps) > 0 {
 		sum.Signed = cps[len(cps)-1].Size
