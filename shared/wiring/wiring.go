@@ -152,12 +152,14 @@ const ShutdownBudget = 400 * time.Millisecond
 func shutdownGateway(notify *approval.Async, chain *auditchain.Writer, stopTelemetry func(context.Context) error, log *slog.Logger, budget time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
+	// The records since the last audit checkpoint are signed beside the
+	// notifications, within the same budget; if not, they stay an
+	// unsigned tail that verify reports (docs/design/audit.md).
+	signed := make(chan error, 1)
 	if chain != nil {
-		// The records since the last checkpoint: signed now, or left as
-		// an unsigned tail that verify reports (docs/design/audit.md).
-		if err := chain.Close(ctx); err != nil {
-			log.Warn("shutdown: the last audit checkpoint was not written; its records stay an unsigned tail", "err", err)
-		}
+		go func() { signed <- chain.Close(ctx) }()
+	} else {
+		signed <- nil
 	}
 	sent := make(chan struct{})
 	go func() { notify.Wait(); close(sent) }()
@@ -165,6 +167,9 @@ func shutdownGateway(notify *approval.Async, chain *auditchain.Writer, stopTelem
 	case <-sent:
 	case <-ctx.Done():
 		log.Warn("shutdown: approval notifications still being sent are dropped; the approvals stay listed in GET /admin/v1/approvals", "budget", budget.String())
+	}
+	if err := <-signed; err != nil {
+		log.Warn("shutdown: the last audit checkpoint was not written; its records stay an unsigned tail", "err", err)
 	}
 	if err := stopTelemetry(ctx); err != nil {
 		log.Warn("shutdown: telemetry not stopped cleanly", "err", err)
