@@ -142,11 +142,15 @@ func New(next audit.Writer, o Options) (*Writer, error) {
 // write fails stays in the chain and is named in the next checkpoint's
 // lost lines, so that verify reports it as lost, not removed.
 func (w *Writer) Write(ctx context.Context, r audit.Record) error {
+	if r.Tenant == "" {
+		return w.next.Write(ctx, r) // no trail to chain it into: the store refuses it
+	}
 	r.Time = r.Time.UTC()
 	r.Writer, r.Seq, r.Prev, r.Hash = "", 0, "", ""
 	stored := r.Bounded() // what the store keeps (it bounds what it is given)
 	d, err := Digest(stored)
 	if err != nil {
+		w.o.Logger.Error("audit chain: record not digestible; written unchained", "tenant", r.Tenant, "correlation_id", r.CorrelationID, "err", err)
 		return w.next.Write(ctx, r)
 	}
 	w.mu.Lock()
