@@ -477,7 +477,7 @@ func cmdKeys(sub string, args []string) int {
 // --- audit ---
 
 func cmdAudit(args []string) int {
-	c := newCLI("audit")
+	c := newCLI("audit list")
 	tenant := c.fs.String("tenant", "", "tenant (required)")
 	from := c.fs.String("from", "", "RFC 3339 start (default: 24 hours ago)")
 	to := c.fs.String("to", "", "RFC 3339 end, exclusive (default: now)")

@@ -38,6 +38,13 @@ func commandTree() *command {
 				"Settings come from the environment (docs/config.md); a bad value stops start-up.",
 			run: runServe},
 		{name: "wrap", summary: "guard a local stdio MCP server with a policy and an audit file", args: "-- COMMAND [ARGS...]", run: runWrap},
+		{name: "audit", summary: "verify a tenant's audit trail offline with the signers' public keys", subs: []*command{
+			{name: "verify", summary: "check records and signed checkpoints (an export, or the DynamoDB table) and name each fault; exit 1 on a fault",
+				detail: "Faults: changed, removed, inserted, reordered, rewritten records; removed or forged checkpoints.\n" +
+					"What it cannot know (records after a writer's last checkpoint) is listed, not failed.",
+				run: runAuditVerify},
+			{name: "key", summary: "print the verifier key (public) of the local signing key, or of the stack's KMS key (--kms)", run: runAuditKey},
+		}},
 		{name: "admin", summary: "operate a gateway through its admin API (AEGIS_ADMIN_KEY, or --sigv4 on AWS)", subs: []*command{
 			{name: "approvals", summary: "list, approve and deny held calls", subs: []*command{
 				{name: "list", summary: "list approvals (all statuses, or one with --status), oldest first", run: leaf(cmdApprovals, "list")},
@@ -62,7 +69,10 @@ func commandTree() *command {
 				{name: "create", summary: "create a key; it is printed once and stored only as a hash", run: leaf(cmdKeys, "create")},
 				{name: "revoke", summary: "revoke a key: its calls get 401 from now on", args: "ID", run: leaf(cmdKeys, "revoke")},
 			}},
-			{name: "audit", summary: "read a tenant's audit trail", run: cmdAudit},
+			{name: "audit", summary: "read and export a tenant's audit trail", dflt: "list", subs: []*command{
+				{name: "list", summary: "list a tenant's audit records, oldest first", run: cmdAudit},
+				{name: "export", summary: "write a tenant's records and checkpoints of a time range as JSON lines that `aegis audit verify` checks on their own", run: cmdAuditExport},
+			}},
 			{name: "params-key", summary: "list and rotate the key audit params hashes are keyed with", subs: []*command{
 				{name: "list", summary: "list the params keys (ids only)", run: leaf(cmdParamsKey, "list")},
 				{name: "rotate", summary: "make a new params key current; the old one is kept for verifying", run: leaf(cmdParamsKey, "rotate")},

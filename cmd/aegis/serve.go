@@ -158,6 +158,11 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, storeTimeout t
 	if b, err = openStore(ctx, storeKind, storeTimeout, tel.Tracer, prom); err != nil {
 		return fmt.Errorf("--store %s: %w", storeKind, err)
 	}
+	closeChain, err := chainAudit(&b, log)
+	if err != nil {
+		return err
+	}
+	defer closeChain()
 	if b.mem != nil {
 		// Stops are read from the process's own memory on every call: a
 		// stop or resume is in force at once (docs/admin.md).

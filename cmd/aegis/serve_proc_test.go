@@ -28,7 +28,18 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The audit signing key of every serve and wrap these tests run
+	// (theirs and their children's), never the user's own.
+	keyDir, err := os.MkdirTemp("", "aegis-audit-key-")
+	if err == nil {
+		err = os.Setenv(envAuditKeyFile, filepath.Join(keyDir, "audit-ed25519.key"))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "audit key directory:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
+	_ = os.RemoveAll(keyDir)
 	dynamotest.Stop()
 	aegisbin.Remove()
 	os.Exit(code)

@@ -12,11 +12,16 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	kmstypes "github.com/aws/aws-sdk-go-v2/service/kms/types"
 
 	"github.com/aegis-gw/aegis/functions/internal/replay"
 	"github.com/aegis-gw/aegis/internal/oidctest"
 	"github.com/aegis-gw/aegis/shared/approval"
+	"github.com/aegis-gw/aegis/shared/auditchain"
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/demo"
 	"github.com/aegis-gw/aegis/shared/dynamo"
@@ -153,11 +158,22 @@ func testEvents(t *testing.T, bin string) {
 	h.seed(t, up.URL)
 	h.mintTokens(t)
 
+	// The audit checkpoints' key, in moto's KMS (the template's
+	// AuditSigningKey).
+	kc := kms.New(kms.Options{Region: "us-east-1", BaseEndpoint: aws.String(db.Endpoint),
+		Credentials: credentials.NewStaticCredentialsProvider("test", "test", "")})
+	key, err := kc.CreateKey(context.Background(), &kms.CreateKeyInput{KeySpec: kmstypes.KeySpecEccNistP256, KeyUsage: kmstypes.KeyUsageTypeSignVerify})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.fn = lambdatest.Start(t, bin, &lambdatest.Options{
 		FunctionName: "aegis-GatewayFunction",
 		Timeout:      6 * time.Second,
 		Env: functionEnv(db, map[string]string{"UPSTREAM_TIMEOUT_SECS": "1", "FUNCTION_TIMEOUT_SECS": "6",
-			"SSL_CERT_FILE": h.issuer.CertFile(t, t.TempDir())}),
+			"SSL_CERT_FILE":        h.issuer.CertFile(t, t.TempDir()),
+			wiring.EnvAuditKMSKey:  aws.ToString(key.KeyMetadata.Arn),
+			"AWS_ENDPOINT_URL_KMS": db.Endpoint,
+			"AWS_REGION":           "us-east-1"}),
 	})
 	posted := map[string]bool{}
 	for _, s := range steps {
@@ -193,6 +209,28 @@ func testEvents(t *testing.T, bin string) {
 		t.Errorf("the loopback escape was not logged at start:\n%s", log)
 	}
 	t.Logf("INIT duration under aws-lambda-rie: %v", h.fn.InitDuration(t))
+
+	// Every record the function wrote is chained by its execution
+	// environment, and the trail verifies with the KMS key's public half.
+	ctx := context.Background()
+	vk, err := auditchain.KMSVerifier(ctx, kc, aws.ToString(key.KeyMetadata.Arn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := auditchain.ParseVerifier(vk)
+	d, err := auditchain.Collect(ctx, h.st, "acme", time.Now().Add(-time.Hour), time.Now().Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := auditchain.Verify(d, []*auditchain.Verifier{v})
+	if !rep.OK() || len(d.Records) == 0 || len(rep.Writers) == 0 || !strings.HasPrefix(rep.Writers[0].Writer, "lambda-") {
+		t.Errorf("acme's audit trail: %d records, %+v", len(d.Records), rep)
+	}
+	for _, r := range d.Records {
+		if !auditchain.Chained(r) {
+			t.Errorf("record %s is not chained", r.CorrelationID)
+		}
+	}
 }
 
 // oauthResource is acme's resource as the events address it.

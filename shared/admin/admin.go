@@ -217,6 +217,7 @@ func (h *Handler) routes() {
 	h.routePins(m) // pins.go
 
 	m.HandleFunc("GET /admin/v1/tenants/{tenant}/audit", h.queryAudit)
+	m.HandleFunc("GET /admin/v1/tenants/{tenant}/audit/export", h.exportAudit)
 	m.HandleFunc("GET /admin/v1/tenants/{tenant}/upstreams", h.listUpstreams) // upstreams.go
 
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

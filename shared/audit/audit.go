@@ -79,6 +79,17 @@ type Record struct {
 	PolicyVerdict string `json:"policy_verdict,omitempty"`
 	PolicyRule    string `json:"policy_rule,omitempty"`
 	PolicyAudit   bool   `json:"policy_audit,omitempty"`
+
+	// The chain (shared/auditchain, docs/design/audit.md): the writer
+	// that wrote the record (one process or Lambda execution environment,
+	// per tenant), the record's sequence number in that writer's chain
+	// (from 1), the hash of the writer's previous record (64 zeros for
+	// the first) and this record's hash, each hash hex SHA-256. Set by
+	// the chaining writer; empty on a record that was not chained.
+	Writer string `json:"writer,omitempty"`
+	Seq    uint64 `json:"seq,omitempty"`
+	Prev   string `json:"prev,omitempty"`
+	Hash   string `json:"hash,omitempty"`
 }
 
 // Validate reports the first rule r breaks, or nil. It is pure and cheap

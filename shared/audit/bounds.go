@@ -91,7 +91,7 @@ func (r Record) Size() int {
 	n := recordOverhead + len(r.Tenant) + len(r.Caller) + len(r.Session) + len(r.CorrelationID) +
 		len(r.Layer) + len(r.Method) + len(r.Server) + len(r.Tool) + len(r.ParamsHash) +
 		len(r.Word) + len(r.Outcome) + len(r.PolicyHash) + len(r.Detail) +
-		len(r.PolicyVerdict) + len(r.PolicyRule)
+		len(r.PolicyVerdict) + len(r.PolicyRule) + len(r.Writer) + len(r.Prev) + len(r.Hash)
 	for _, d := range r.Degraded {
 		n += 16 + len(d)
 	}

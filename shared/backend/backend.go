@@ -24,19 +24,20 @@ import (
 
 // Backend is every store the gateway and the admin API need.
 type Backend interface {
-	registry.Store      // tenants, servers, keys
-	session.Store       // gateway sessions and their upstream sessions
-	session.Counter     // the session manifest's counters
-	session.Outstanding // the server requests a session's client owes an answer
-	audit.Writer        // one record per decision
-	audit.Reader        // the audit trail, for operators
-	audit.KeyStore      // the params keys params_hash is keyed with
-	approval.Store      // calls held for a human
-	ratelimit.Counter   // rate windows and the monthly meter (quota.Meter)
-	killswitch.Store    // stopped tools and servers
-	breaker.Store       // circuits and in-flight leases
-	idempotency.Store   // the Idempotency-Key ledger
-	registry.PinStore   // rug-pull pins of tool definitions
+	registry.Store        // tenants, servers, keys
+	session.Store         // gateway sessions and their upstream sessions
+	session.Counter       // the session manifest's counters
+	session.Outstanding   // the server requests a session's client owes an answer
+	audit.Writer          // one record per decision
+	audit.Reader          // the audit trail, for operators
+	audit.KeyStore        // the params keys params_hash is keyed with
+	audit.CheckpointStore // signed checkpoints of the audit chains (shared/auditchain)
+	approval.Store        // calls held for a human
+	ratelimit.Counter     // rate windows and the monthly meter (quota.Meter)
+	killswitch.Store      // stopped tools and servers
+	breaker.Store         // circuits and in-flight leases
+	idempotency.Store     // the Idempotency-Key ledger
+	registry.PinStore     // rug-pull pins of tool definitions
 
 	// InProcess reports whether every store lives in this process (the
 	// embedded store): checks then do their store work inline rather than

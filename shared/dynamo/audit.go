@@ -78,6 +78,12 @@ func AuditItem(r audit.Record, retention time.Duration, suffix string) Item {
 	if r.FindingsCut > 0 {
 		it["findings_cut"] = N(int64(r.FindingsCut))
 	}
+	str("writer", r.Writer)
+	if r.Seq > 0 {
+		it["seq"] = &types.AttributeValueMemberN{Value: strconv.FormatUint(r.Seq, 10)}
+	}
+	str("prev", r.Prev)
+	str("hash", r.Hash)
 	return it
 }
 
@@ -112,6 +118,10 @@ func auditFromItem(it Item) audit.Record {
 		PolicyVerdict: GetS(it, "policy_verdict"), PolicyRule: GetS(it, "policy_rule"), PolicyAudit: policyAudit(it),
 	}
 	auditLists(it, &r)
+	r.Writer, r.Prev, r.Hash = GetS(it, "writer"), GetS(it, "prev"), GetS(it, "hash")
+	if v, ok := it["seq"].(*types.AttributeValueMemberN); ok {
+		r.Seq, _ = strconv.ParseUint(v.Value, 10, 64)
+	}
 	return r
 }
 

@@ -39,6 +39,12 @@ type tenantAudit struct {
 	recs  []auditRec
 	head  int
 	bytes int // the sum of the live records' sizes
+	// cps are the tenant's checkpoints, by time (checkpoint.go), at most
+	// MaxAuditCheckpoints.
+	cps []audit.Checkpoint
+	// dropped is the newest time of a record or checkpoint the bounds
+	// dropped before it expired (KeptSince).
+	dropped time.Time
 }
 
 func (t *tenantAudit) live() []auditRec { return t.recs[t.head:] }
@@ -82,10 +88,13 @@ func (t *tenantAudit) insert(rec auditRec) {
 }
 
 // dropHead drops the n oldest live records.
-func (t *tenantAudit) dropHead(n int) {
+func (t *tenantAudit) dropHead(n int, now time.Time, ret time.Duration) {
 	l := t.live()
 	for i := range n {
 		t.bytes -= l[i].size
+		if at := l[i].r.Time; at.Add(ret).After(now) && at.After(t.dropped) {
+			t.dropped = at // dropped by a bound, not expired
+		}
 	}
 	// Clearing the slots lets their records go now.
 	clear(l[:n])
@@ -172,7 +181,7 @@ func (s *Store) Write(_ context.Context, r audit.Record) error {
 		bytes -= l[drop].size
 		drop++
 	}
-	t.dropHead(drop)
+	t.dropHead(drop, now, ret)
 	return nil
 }
 

@@ -29,6 +29,7 @@ func Run(t *testing.T, nb NewBackend) {
 	t.Run("counters", func(t *testing.T) { testCounters(t, nb) })
 	t.Run("killswitch", func(t *testing.T) { testKillSwitch(t, nb) })
 	t.Run("audit", func(t *testing.T) { testAudit(t, nb) })
+	t.Run("checkpoints", func(t *testing.T) { testCheckpoints(t, nb) })
 	t.Run("approvals", func(t *testing.T) { testApprovals(t, fresh) })
 	t.Run("breaker", func(t *testing.T) { testBreaker(t, fresh) })
 	t.Run("idempotency", func(t *testing.T) { testIdempotency(t, fresh) })

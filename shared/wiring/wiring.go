@@ -23,6 +23,7 @@ import (
 
 	"github.com/aegis-gw/aegis/shared/admin"
 	"github.com/aegis-gw/aegis/shared/approval"
+	"github.com/aegis-gw/aegis/shared/auditchain"
 	"github.com/aegis-gw/aegis/shared/config"
 	"github.com/aegis-gw/aegis/shared/credentials"
 	"github.com/aegis-gw/aegis/shared/dynamo"
@@ -129,11 +130,15 @@ func LambdaGateway(ctx context.Context, getenv func(string) string, version stri
 	if loopback {
 		o.HTTP = gateway.NewHTTPClient(true)
 	}
-	gw, err := gateway.New(st, o)
+	b, chain, err := lambdaAuditChain(getenv, st, "lambda", tel.Logger)
 	if err != nil {
 		return nil, nil, err
 	}
-	return gw, func() { shutdownGateway(notify, stopTelemetry, tel.Logger, ShutdownBudget) }, nil
+	gw, err := gateway.New(b, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return gw, func() { shutdownGateway(notify, chain, stopTelemetry, tel.Logger, ShutdownBudget) }, nil
 }
 
 // ShutdownBudget is what the GatewayFunction's SIGTERM hook may spend.
@@ -144,15 +149,27 @@ const ShutdownBudget = 400 * time.Millisecond
 
 // shutdownGateway waits up to budget for the notifications in flight, then
 // stops telemetry, and logs what it could not finish.
-func shutdownGateway(notify *approval.Async, stopTelemetry func(context.Context) error, log *slog.Logger, budget time.Duration) {
+func shutdownGateway(notify *approval.Async, chain *auditchain.Writer, stopTelemetry func(context.Context) error, log *slog.Logger, budget time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
+	// The records since the last audit checkpoint are signed beside the
+	// notifications, within the same budget; if not, they stay an
+	// unsigned tail that verify reports (docs/design/audit.md).
+	signed := make(chan error, 1)
+	if chain != nil {
+		go func() { signed <- chain.Close(ctx) }()
+	} else {
+		signed <- nil
+	}
 	sent := make(chan struct{})
 	go func() { notify.Wait(); close(sent) }()
 	select {
 	case <-sent:
 	case <-ctx.Done():
 		log.Warn("shutdown: approval notifications still being sent are dropped; the approvals stay listed in GET /admin/v1/approvals", "budget", budget.String())
+	}
+	if err := <-signed; err != nil {
+		log.Warn("shutdown: the last audit checkpoint was not written; its records stay an unsigned tail", "err", err)
 	}
 	if err := stopTelemetry(ctx); err != nil {
 		log.Warn("shutdown: telemetry not stopped cleanly", "err", err)
@@ -180,7 +197,15 @@ func LambdaAdmin(ctx context.Context, getenv func(string) string, principal admi
 	if err != nil {
 		return nil, err
 	}
-	return admin.New(st, &admin.Options{TrustIAM: principal, Logger: tel.Logger, KillSwitchRefresh: s.KillSwitchRefresh})
+	// The admin function writes records too (decisions on approvals,
+	// stops, pins): its own chains. Lambda runs it without a SIGTERM
+	// hook, so its last records stay an unsigned tail until the next
+	// invocation's checkpoint, or for good when the environment ends.
+	b, _, err := lambdaAuditChain(getenv, st, "admin", tel.Logger)
+	if err != nil {
+		return nil, err
+	}
+	return admin.New(b, &admin.Options{TrustIAM: principal, Logger: tel.Logger, KillSwitchRefresh: s.KillSwitchRefresh})
 }
 
 // EnvAllowLoopback is the test-only escape of the Lambda harness

@@ -1,6 +1,7 @@
 package wrap
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/auditchain"
 	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
@@ -33,6 +35,21 @@ type Record struct {
 	Slot       string          `json:"slot,omitempty"` // audit.SlotWrapPolicy or audit.SlotWrapAudit when refused
 	Rule       string          `json:"rule,omitempty"`
 	PolicyHash string          `json:"policy_hash"`
+	// The audit chain (docs/design/audit.md): this wrap run's writer id,
+	// the previous line's hash and this line's, over the line without
+	// these three fields and seq. Set when the file is chained (always
+	// under `aegis wrap --audit`); checkpoints go to <file>.checkpoints.
+	Writer string `json:"writer,omitempty"`
+	Prev   string `json:"prev,omitempty"`
+	Hash   string `json:"hash,omitempty"`
+}
+
+// Digest is r's content digest in the audit chain: its JSON, keys
+// sorted, without seq and the chain fields.
+func (r Record) Digest() ([32]byte, error) {
+	r.Seq, r.Writer, r.Prev, r.Hash = 0, "", "", ""
+	r.Time = r.Time.UTC()
+	return auditchain.DigestJSON(r)
 }
 
 // Validate reports the first rule r breaks, or nil: the fields shared with
@@ -117,6 +134,11 @@ type auditLog struct {
 	stopped chan struct{}
 	syncErr atomic.Pointer[error] // a background sync failed; the next commit syncs
 	key     audit.ParamsKey       // keys params_hash (audit_key.go)
+	// chain links each record (nil: not chained) and cps receives its
+	// signed checkpoints (<file>.checkpoints, JSON lines of
+	// audit.Checkpoint), made when due after a commit and at close.
+	chain *auditchain.Local
+	cps   *os.File
 }
 
 // openAudit opens path for appending, creating it (mode 0600) when needed.
@@ -158,7 +180,54 @@ func openAudit(path string, syncEach bool) (*auditLog, error) {
 	}
 	a := newAuditLog(f, syncEach)
 	a.key = key
+	if err := a.chainTo(path); err != nil {
+		a.close()
+		return nil, err
+	}
 	return a, nil
+}
+
+// chainTo chains a's records with the local signing key
+// (auditchain.KeyFile) and opens path's checkpoint file.
+func (a *auditLog) chainTo(path string) error {
+	kf, err := auditchain.KeyFile(os.Getenv)
+	if err != nil {
+		return err
+	}
+	signer, err := auditchain.LoadOrCreateKey(kf)
+	if err != nil {
+		return err
+	}
+	cps, err := os.OpenFile(path+CheckpointSuffix, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	a.chain, a.cps = auditchain.NewLocal("wrap", signer), cps
+	return nil
+}
+
+// CheckpointSuffix names an audit file's checkpoint file.
+const CheckpointSuffix = ".checkpoints"
+
+// checkpoint writes the chain's checkpoint when due (or with force),
+// and reports a failure through warn: the records stay covered by the
+// next one.
+func (a *auditLog) checkpoint(force bool) {
+	if a.chain == nil || (!force && !a.chain.Due()) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), auditchain.DefaultTimeout)
+	defer cancel()
+	c, ok, err := a.chain.Checkpoint(ctx, a.now().UTC())
+	if err == nil && ok {
+		var b []byte
+		if b, err = json.Marshal(c); err == nil {
+			_, err = a.cps.Write(append(b, '\n'))
+		}
+	}
+	if err != nil && a.warn != nil {
+		a.warn("audit checkpoint not written: " + err.Error())
+	}
 }
 
 func notRegular(path string, m os.FileMode) error {
@@ -228,16 +297,26 @@ func (a *auditLog) commit(recs []Record) (written bool, err error) {
 	}
 	prefix := len(a.buf)
 	now := a.now().UTC()
+	var saved auditchain.LocalState
+	if a.chain != nil {
+		saved = a.chain.Save()
+	}
 	for i := range recs {
 		a.seq++
 		recs[i].Time, recs[i].Seq, recs[i].Layer, recs[i].Method = now, a.seq, string(refusal.LayerWrap), "tools/call"
 		err := recs[i].Validate()
+		if err == nil && a.chain != nil {
+			err = a.link(&recs[i])
+		}
 		var b []byte
 		if err == nil {
 			b, err = json.Marshal(&recs[i])
 		}
 		if err != nil {
 			a.seq -= uint64(i + 1)
+			if a.chain != nil {
+				a.chain.Restore(saved)
+			}
 			return false, err
 		}
 		a.buf = append(append(a.buf, b...), '\n')
@@ -249,9 +328,13 @@ func (a *auditLog) commit(recs []Record) (written bool, err error) {
 		}
 		if n <= prefix { // no record is in the file: keep seq without a gap
 			a.seq -= uint64(len(recs))
+			if a.chain != nil {
+				a.chain.Restore(saved)
+			}
 		}
 		return false, err
 	}
+	defer a.checkpoint(false)
 	a.torn = false
 	if a.size >= 0 {
 		a.size += int64(n)
@@ -271,6 +354,17 @@ func (a *auditLog) commit(recs []Record) (written bool, err error) {
 	default: // a sync is already due; it will cover these bytes
 	}
 	return true, nil
+}
+
+// link sets r's chain fields.
+func (a *auditLog) link(r *Record) error {
+	d, err := r.Digest()
+	if err != nil {
+		return err
+	}
+	r.Writer = a.chain.Writer()
+	r.Prev, r.Hash, err = a.chain.Link(r.Seq, d, r.Time)
+	return err
 }
 
 // cutShortWrite removes the n bytes a failed write left at the end of
@@ -311,6 +405,15 @@ func (a *auditLog) close() error {
 	err := a.sync(a.f)
 	if cerr := a.f.Close(); err == nil {
 		err = cerr
+	}
+	if a.cps != nil {
+		a.checkpoint(true) // the last records: signed at exit
+		if serr := a.sync(a.cps); err == nil {
+			err = serr
+		}
+		if cerr := a.cps.Close(); err == nil {
+			err = cerr
+		}
 	}
 	return err
 }

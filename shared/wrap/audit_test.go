@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/aegis-gw/aegis/shared/auditchain"
 	"io"
 	"os"
 	"os/exec"
@@ -43,6 +44,30 @@ func TestAuditRecords(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	got := readRecords(t, audit)
+	// Chained, and signed at exit: the file verifies with the key's .pub.
+	d, bad, err := ReadAudit(audit)
+	if err != nil || bad != 0 {
+		t.Fatalf("ReadAudit: %v, %d unreadable lines", err, bad)
+	}
+	rep := auditchain.Verify(d, []*auditchain.Verifier{testAuditVerifier(t)})
+	if !rep.OK() || len(rep.Writers) != 1 || rep.Writers[0].Records != 4 || rep.Writers[0].Unsigned != 0 {
+		t.Fatalf("verify: %+v", rep)
+	}
+	// A line edited after the fact is named.
+	raw, _ := os.ReadFile(audit)
+	if err := os.WriteFile(audit, bytes.Replace(raw, []byte(`"rule":"deny:shell_*"`), []byte(`"rule":"allow:shell_*"`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, _, _ = ReadAudit(audit)
+	if rep := auditchain.Verify(d, []*auditchain.Verifier{testAuditVerifier(t)}); len(rep.Faults) != 1 || rep.Faults[0].Kind != auditchain.Changed || rep.Faults[0].Seq != 2 {
+		t.Fatalf("verify of an edited file: %+v", rep.Faults)
+	}
+	for i := range got {
+		if got[i].Writer == "" || got[i].Hash == "" {
+			t.Errorf("record %d is not chained", i)
+		}
+		got[i].Writer, got[i].Prev, got[i].Hash = "", "", ""
+	}
 	h := p.Hash()
 	want := []Record{
 		{Seq: 1, Tool: "echo", ID: json.RawMessage(`1`), ParamsHash: argsHash(`{"a":1}`), Outcome: "allowed"},
@@ -412,4 +437,19 @@ func testAuditLog(f *os.File, syncEach bool) *auditLog {
 	a := newAuditLog(f, syncEach)
 	a.key = testParamsKey
 	return a
+}
+
+// testAuditVerifier is the verifier of the audit signing key the tests'
+// wraps use (TestMain), from its .pub file.
+func testAuditVerifier(t *testing.T) *auditchain.Verifier {
+	t.Helper()
+	b, err := os.ReadFile(os.Getenv(auditchain.EnvKeyFile) + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := auditchain.ParseVerifier(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

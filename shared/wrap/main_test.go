@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aegis-gw/aegis/shared/auditchain"
 	"io"
 	"os"
 	"os/exec"
@@ -47,6 +48,8 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 		os.Setenv(EnvParamsKeyFile, path)
+		// and sign audit checkpoints with a key made here.
+		os.Setenv(auditchain.EnvKeyFile, dir+"/audit-ed25519.key")
 		code := m.Run()
 		os.RemoveAll(dir)
 		os.Exit(code)
