@@ -265,13 +265,18 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, storeTimeout t
 	case err := <-served:
 		return err // not closed by us: the listener failed
 	case <-ctx.Done():
-		log.Info("signal received: no new connections; finishing the calls in flight", "budget", budget.String())
+		log.Info("signal received: no new connections, streams closed; finishing the calls in flight", "budget", budget.String())
+		fmt.Fprintf(out, "stopping: no new connections, open streams closed; waiting up to %s for the calls in flight (send the signal again to stop at once)\n", budget)
 	case cause = <-kept:
 		log.Error("stopping", "err", cause)
 	}
-	stop() // from here a second signal ends the process at once
+	// From here a second signal stops the process at once (drain).
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	stop()
 	kstop()
-	if err := drain(srv, budget); err != nil {
+	if err := drain(srv, gw, budget, again); err != nil {
 		return err
 	}
 	return cause
@@ -295,18 +300,32 @@ func checkStoreTimeout(kind string, d time.Duration) error {
 }
 
 // drain stops srv on SIGTERM or SIGINT: the listener is closed at once (new
-// connections are refused), idle connections are closed, and every call in
+// connections are refused), then gw's streams of notifications outside a
+// call (GET and subscriptions/listen, which a connected MCP client holds
+// open while idle) are ended as the protocol lets a server end them
+// (gateway.CloseStreams), idle connections are closed, and every call in
 // flight runs to its end, writing its audit record and releasing its
 // concurrency lease on the way out, for up to budget. Calls still running
-// then are cut and drain reports it (aegis serve exits 1).
-func drain(srv *http.Server, budget time.Duration) error {
+// then are cut and drain reports it (aegis serve exits 1). A signal on
+// again cuts them at once, with an error that says so.
+func drain(srv *http.Server, gw *gateway.Gateway, budget time.Duration, again <-chan os.Signal) error {
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
+	srv.RegisterOnShutdown(gw.CloseStreams) // run once the listener is closed
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("shutdown: calls still running after %s were cut: %w", budget, err)
+		}
+		return nil
+	case sig := <-again:
 		_ = srv.Close()
-		return fmt.Errorf("shutdown: calls still running after %s were cut: %w", budget, err)
+		<-done
+		return fmt.Errorf("second signal (%s): stopped at once; calls still in flight were cut, and their audit records may be missing", sig)
 	}
-	return nil
 }
 
 // registryItems is a configuration's registry as `aegis serve` puts it in
