@@ -219,7 +219,7 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, storeTimeout t
 	if err != nil {
 		return err
 	}
-	o := ops{ready: readiness(b.Backend, reg, log), killSwitchRefresh: settings.KillSwitchRefresh}
+	o := ops{ready: readiness(b.Backend, reg, log), killSwitchRefresh: settings.KillSwitchRefresh, base: "http://" + ln.Addr().String()}
 	if prom != nil {
 		o.metrics = prom.Handler()
 	}
@@ -242,7 +242,7 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, storeTimeout t
 		WriteTimeout:      budget,
 		IdleTimeout:       120 * time.Second,
 	}
-	banner(out, "http://"+ln.Addr().String(), up, demoKey)
+	banner(out, o.base, up, demoKey, b.mem != nil)
 	fmt.Fprintln(out, adminLine)
 
 	served := make(chan error, 1)
@@ -579,8 +579,14 @@ func revokeOldDemoKeys(ctx context.Context, reg registry.Writer, keep string) (i
 	return n, nil
 }
 
-func banner(out io.Writer, base string, up *demo.Server, key string) {
-	fmt.Fprintf(out, "aegis gateway listening on %s\n", base)
+// banner is what aegis serve prints at start, on out: its address, the
+// store's kind (the embedded one keeps nothing after the process), and
+// under --demo the demo's upstream, key and two commands to paste.
+func banner(out io.Writer, base string, up *demo.Server, key string, inMemory bool) {
+	fmt.Fprintf(out, "aegis gateway listening on %s (GET / says where everything is)\n", base)
+	if inMemory {
+		fmt.Fprintln(out, "store: embedded, in memory: what the admin API or console changes is gone when this process stops (--store dynamodb keeps it)")
+	}
 	if up == nil {
 		return
 	}
