@@ -583,7 +583,7 @@ func revokeOldDemoKeys(ctx context.Context, reg registry.Writer, keep string) (i
 // store's kind (the embedded one keeps nothing after the process), and
 // under --demo the demo's upstream, key and two commands to paste.
 func banner(out io.Writer, base string, up *demo.Server, key string, inMemory bool) {
-	fmt.Fprintf(out, "aegis gateway listening on %s (GET / says where everything is)\n", base)
+	fmt.Fprintf(out, "aegis gateway listening on %s\n", base)
 	if inMemory {
 		fmt.Fprintln(out, "store: embedded, in memory: what the admin API or console changes is gone when this process stops (--store dynamodb keeps it)")
 	}
