@@ -549,6 +549,15 @@ func heldRaw(t *testing.T, args string) string {
 
 var shotMu sync.Mutex
 
+// shotsFolder is where screenshots go: -shots, else
+// $TMPDIR/aegis-console-shots.
+func shotsFolder() string {
+	if *shotsDir != "" {
+		return *shotsDir
+	}
+	return filepath.Join(os.TempDir(), "aegis-console-shots")
+}
+
 // shot writes a screenshot of the page (of the first run only).
 func shot(t *testing.T, ctx context.Context, n int64, name string) {
 	t.Helper()
@@ -559,10 +568,7 @@ func shot(t *testing.T, ctx context.Context, n int64, name string) {
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
-	dir := *shotsDir
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "aegis-console-shots")
-	}
+	dir := shotsFolder()
 	shotMu.Lock()
 	defer shotMu.Unlock()
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -219,7 +219,8 @@
     const f = { overview: loadOverview, approvals: loadApprovals, stops: loadStops, audit: loadAudit, registry: loadRegistry, upstreams: loadUpstreams, pins: loadPins }[p];
     if (S.busy[p]) return;
     S.busy[p] = true;
-    f().catch(fail).finally(() => { S.busy[p] = false; });
+    // data-loaded names the page last drawn (the browser test waits on it).
+    f().then(() => document.body.setAttribute('data-loaded', p)).catch(fail).finally(() => { S.busy[p] = false; });
   }
 
   // changed reports whether data differs from what page part k last drew.
@@ -376,7 +377,7 @@
     if (keep.length === 0 && recs.list.length > 0) {
       $('audit-summary').textContent += ' No record matches the filter: ' + Object.entries(f).filter(([, v]) => v).map(([k, v]) => k + ' ' + v).join(', ') + '.';
     }
-    chart($('audit-chart'), $('audit-legend'), 'audit-svg', calls, from.getTime(), to.getTime());
+    chart($('audit-chart'), $('audit-legend'), 'audit-svg', calls, from.getTime(), to.getTime(), { w: 720, h: 200, n: 60, fit: true });
     const shownRecs = keep.slice().reverse().slice(0, 500);
     fill($('audit-table'), shownRecs.map((r) => el('tr', { class: 'rec', 'data-outcome': r.outcome, 'data-method': r.method, 'data-tool': r.tool || '', 'data-meaning': isCall(r) ? meaning(r) : 'event' },
       el('td', {}, stamp(r.time)), el('td', {}, isCall(r) ? badge(meaning(r)) : 'event: ' + r.outcome), el('td', { class: 'code' }, String(r.code)), el('td', {}, r.word || ''),
@@ -399,17 +400,18 @@
   }
 
   // chart draws calls (records that are calls) by meaning over time as
-  // stacked bars, in box and its legend in legend: 60 slices from the
-  // first call (or from) to the last (or to), so that a burst in a long
-  // range is not squeezed into one bar; a slice is at least a second.
-  function chart(box, legend, id, calls, from, to) {
-    const W = 720, H = 200, L = 40, B = 24, N = 60;
-    if (calls.length > 0) {
+  // stacked bars, in box and its legend in legend. The audit's (fit) has
+  // 60 slices from the first call (or from) to the last (or to), so that
+  // a burst in a long range is not squeezed into one bar, a slice at
+  // least a second; the overview's has o.n fixed slices of from..to.
+  function chart(box, legend, id, calls, from, to, o) {
+    const W = o.w, H = o.h, L = 40, B = 24, N = o.n;
+    if (o.fit && calls.length > 0) {
       const ts = calls.map((r) => Date.parse(r.time));
       from = Math.max(from, Math.floor(Math.min(...ts) / 1000) * 1000);
       to = Math.min(to, Math.ceil((Math.max(...ts) + 1) / 1000) * 1000);
     }
-    const step = Math.max(1000, (to - from) / N);
+    const step = o.fit ? Math.max(1000, (to - from) / N) : (to - from) / N;
     const series = new Map(MEANINGS.map((m) => [m, new Array(N).fill(0)]));
     for (const r of calls) {
       const b = Math.min(N - 1, Math.max(0, Math.floor((Date.parse(r.time) - from) / step)));
@@ -422,8 +424,8 @@
     const g = svg('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': 'Calls by meaning from ' + when(from) + ' to ' + when(to), id, class: 'chart' });
     g.append(svg('line', { x1: L, y1: plotH, x2: W, y2: plotH, class: 'axis' }), svg('line', { x1: L, y1: 0, x2: L, y2: plotH, class: 'axis' }),
       svg('text', { x: L - 4, y: 10, 'text-anchor': 'end', 'font-size': 10 }, String(max)), svg('text', { x: L - 4, y: plotH, 'text-anchor': 'end', 'font-size': 10 }, '0'),
-      svg('text', { x: L, y: H - 6, 'font-size': 10 }, when(from)),
-      svg('text', { x: W, y: H - 6, 'font-size': 10, 'text-anchor': 'end' }, when(to)));
+      svg('text', { x: L, y: H - 6, 'font-size': 10 }, when(from).slice(o.fit ? 0 : 11)),
+      svg('text', { x: W, y: H - 6, 'font-size': 10, 'text-anchor': 'end' }, when(to).slice(o.fit ? 0 : 11)));
     for (let b = 0; b < N; b++) {
       let y = plotH;
       for (const k of keys) {
@@ -455,7 +457,7 @@
     $('ov-rate').setAttribute('data-count', String(lastMin));
     $('ov-total').textContent = String(calls.length) + (recs.cut ? '+' : '');
     $('ov-total').setAttribute('data-count', String(calls.length));
-    chart($('ov-chart'), $('ov-legend'), 'ov-svg', calls, now - OVERVIEW_MS, now);
+    chart($('ov-chart'), $('ov-legend'), 'ov-svg', calls, now - OVERVIEW_MS, now, { w: 400, h: 140, n: 15 }); // a bar a minute
     const words = new Map();
     for (const r of calls) {
       const m = meaning(r);
