@@ -305,10 +305,10 @@ func TestConsole(t *testing.T) {
 	wait("the stop in the audit", `[...document.querySelectorAll("#audit-table tr.rec")].some(r => r.dataset.method === "killswitch.stop" && r.dataset.tool === "echo")`)
 	wait("the chart", `document.querySelectorAll("#audit-svg rect.bar").length > 0`)
 	shot(t, ctx, n, "audit")
-	do("filter refused transfers", chromedp.SetValue(chromedp.ID("audit-outcome"), "refused"),
+	do("filter held transfers", chromedp.SetValue(chromedp.ID("audit-outcome"), "held"),
 		chromedp.SendKeys(chromedp.ID("audit-tool"), "transfer"), chromedp.SendKeys(chromedp.ID("audit-code"), "-32061"),
 		chromedp.Click(chromedp.ID("audit-do")))
-	wait("only refused transfers", `(() => { const rs = [...document.querySelectorAll("#audit-table tr.rec")]; return rs.length > 0 && rs.every(r => r.dataset.outcome === "refused" && r.dataset.tool === "transfer" && r.children[2].textContent === "-32061"); })()`)
+	wait("only held transfer calls", `(() => { const rs = [...document.querySelectorAll("#audit-table tr.rec")]; return rs.length > 0 && rs.every(r => r.dataset.meaning === "held" && r.dataset.outcome === "refused" && r.dataset.tool === "transfer" && r.children[2].textContent === "-32061"); })()`)
 	if got := eval(`[...document.querySelectorAll("#audit-svg rect.bar")].map(r => r.dataset.series).filter((v, i, a) => a.indexOf(v) === i).join("|")`); got != "held" {
 		t.Fatalf("chart series after the filter: %q", got)
 	}

@@ -365,7 +365,7 @@
       throw new Error('Code must be a JSON-RPC error code, a whole number such as -32062 (0 for allowed calls); "' + f.code + '" is not one. Clear it to see every code.');
     }
     const recs = await auditRecords(from, to);
-    const keep = recs.list.filter((r) => (!f.outcome || r.outcome === f.outcome) && (!f.code || String(r.code) === String(Number(f.code))) &&
+    const keep = recs.list.filter((r) => (!f.outcome || (isCall(r) ? meaning(r) : 'event') === f.outcome) && (!f.code || String(r.code) === String(Number(f.code))) &&
       (!f.tool || r.tool === f.tool) && (!f.caller || r.caller === f.caller));
     const calls = keep.filter(isCall);
     const by = {};
