@@ -36,14 +36,15 @@ type codeBlock struct {
 // optional "$ " prompt).
 var commandStart = regexp.MustCompile(`^(aegis |go (run|install|test|build) |curl |sam |make |scripts/|npx |export |AEGIS_ADMIN_KEY=|printf )`)
 
-// docCommands finds the commands of docs/*.md and the README: lines of
+// docCommands finds the commands of docs/*.md, docs/*/*.md and the README: lines of
 // shell code blocks (sh, bash, shell, console or no language) that start
 // with a command; in a block with "$ " prompts only the prompted lines are
 // commands (the rest is their output).
 func docCommands(t *testing.T) []command {
 	t.Helper()
 	files, _ := filepath.Glob("*.md")
-	files = append(files, "../README.md")
+	sub, _ := filepath.Glob("*/*.md")
+	files = append(append(files, sub...), "../README.md")
 	var out []command
 	for _, f := range files {
 		src, err := os.ReadFile(f)
@@ -133,6 +134,8 @@ var covered = []coverage{
 	{"deploy.md", "curl -sS \"https://<api-id>", "not here: needs a deployed stack", ""},
 	{"performance.md", "scripts/bench", "not here: minutes of load on a quiet machine; its figures are the page's own, by date", ""},
 	{"performance.md", "go test ", "test: the command is itself a Go test run (scripts/test runs these packages)", ""},
+	{"perf/lambda.md", "go test ./functions/", "test: the command is itself a Go test run (scripts/test runs these packages)", ""},
+	{"perf/wrap.md", "go test ", "test: the command is itself a Go test run (scripts/test runs this package)", ""},
 	{"wrap.md", "npx -y @modelcontextprotocol/server-filesystem", "test: TestOneReadingWithTheFilesystemServer (./shared/wrap) runs wrap over server-filesystem from the npm cache", ""},
 	{"wrap.md", "aegis wrap --policy fs.yaml --pins", "not here: an MCP client's configuration on a developer's machine; the pins are run by TestWrapPins (./shared/wrap)", ""},
 	{"../README.md", "go install ./cmd/aegis", "test: every aegisbin user builds ./cmd/aegis (go build, the same compile)", ""},
