@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,7 +19,8 @@ import (
 const policyDetail = `Evaluates one tools/call offline against the policy set of the config
 file's tenant (the only one, or --tenant) and prints the verdict and the
 rule that decided. --caller is a caller name of one of the tenant's keys
-(its roles and manifest apply) or, with --roles, any name. The session is
+(its roles and manifest apply; another name is refused) or, with --roles,
+any name. The session is
 new: no calls counted yet, age 0. Exit status: 0 allowed (or audit-only),
 1 refused or held for approval, 2 bad arguments or config.`
 
@@ -92,6 +94,9 @@ func policyTest(args []string, stdout, stderr io.Writer) int {
 		req.Session.Step = policy.Step{N: *step, Declared: true}
 	}
 	req.Caller = policy.Caller{ID: *caller, Roles: []string{}}
+	if *roles == "" && !slices.ContainsFunc(t.Keys, func(k config.FileKey) bool { return k.Caller == *caller }) {
+		return bad("--caller %q: no key of tenant %s names that caller (%s); give --roles to try a caller without a key", *caller, t.ID, callersOf(t))
+	}
 	for _, k := range t.Keys {
 		if k.Caller == *caller {
 			req.Caller.KeyID, req.Caller.Roles = k.ID, append([]string{}, k.Roles...)
@@ -122,4 +127,18 @@ func policyTest(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// callersOf lists the callers of t's keys, for an error message.
+func callersOf(t *config.FileTenant) string {
+	var cs []string
+	for _, k := range t.Keys {
+		if !slices.Contains(cs, k.Caller) {
+			cs = append(cs, k.Caller)
+		}
+	}
+	if len(cs) == 0 {
+		return "it has no keys"
+	}
+	return "its callers: " + strings.Join(cs, ", ")
 }

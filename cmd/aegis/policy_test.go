@@ -74,6 +74,14 @@ func TestPolicyTestCommand(t *testing.T) {
 		})
 	}
 
+	// A caller no key names is refused without --roles (it would
+	// otherwise be tested with no roles at all, silently).
+	var cout, cerr bytes.Buffer
+	if got := policyTest([]string{"--config", cfg, "--caller", "nobody", "--tool", "mock/echo"}, &cout, &cerr); got != 2 ||
+		!strings.Contains(cerr.String(), `--caller "nobody": no key of tenant acme names that caller (its callers: ops-agent, reader)`) || cout.Len() != 0 {
+		t.Fatalf("unknown caller: status %d, stdout %q, stderr %q; want 2 naming the callers", got, cout.String(), cerr.String())
+	}
+
 	// A policy that does not parse stops it with its line and column.
 	if err := os.WriteFile(filepath.Join(dir, "acme.cedar"), []byte("permit (principal, action, resource);\npermit (principal action, resource);\n"), 0o600); err != nil {
 		t.Fatal(err)

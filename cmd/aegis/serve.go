@@ -224,7 +224,7 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, storeTimeout t
 	if err != nil {
 		return err
 	}
-	o := ops{ready: readiness(b.Backend, reg, log), killSwitchRefresh: settings.KillSwitchRefresh}
+	o := ops{ready: readiness(b.Backend, reg, log), killSwitchRefresh: settings.KillSwitchRefresh, base: "http://" + ln.Addr().String()}
 	if prom != nil {
 		o.metrics = prom.Handler()
 	}
@@ -247,7 +247,7 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, storeTimeout t
 		WriteTimeout:      budget,
 		IdleTimeout:       120 * time.Second,
 	}
-	banner(out, "http://"+ln.Addr().String(), up, demoKey)
+	banner(out, o.base, up, demoKey, b.mem != nil)
 	fmt.Fprintln(out, adminLine)
 
 	served := make(chan error, 1)
@@ -270,13 +270,18 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, storeTimeout t
 	case err := <-served:
 		return err // not closed by us: the listener failed
 	case <-ctx.Done():
-		log.Info("signal received: no new connections; finishing the calls in flight", "budget", budget.String())
+		log.Info("signal received: no new connections, streams closed; finishing the calls in flight", "budget", budget.String())
+		fmt.Fprintf(out, "stopping: no new connections, open streams closed; waiting up to %s for the calls in flight (send the signal again to stop at once)\n", budget)
 	case cause = <-kept:
 		log.Error("stopping", "err", cause)
 	}
-	stop() // from here a second signal ends the process at once
+	// From here a second signal stops the process at once (drain).
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	stop()
 	kstop()
-	if err := drain(srv, budget); err != nil {
+	if err := drain(srv, gw, budget, again); err != nil {
 		return err
 	}
 	return cause
@@ -300,18 +305,32 @@ func checkStoreTimeout(kind string, d time.Duration) error {
 }
 
 // drain stops srv on SIGTERM or SIGINT: the listener is closed at once (new
-// connections are refused), idle connections are closed, and every call in
+// connections are refused), then gw's streams of notifications outside a
+// call (GET and subscriptions/listen, which a connected MCP client holds
+// open while idle) are ended as the protocol lets a server end them
+// (gateway.CloseStreams), idle connections are closed, and every call in
 // flight runs to its end, writing its audit record and releasing its
 // concurrency lease on the way out, for up to budget. Calls still running
-// then are cut and drain reports it (aegis serve exits 1).
-func drain(srv *http.Server, budget time.Duration) error {
+// then are cut and drain reports it (aegis serve exits 1). A signal on
+// again cuts them at once, with an error that says so.
+func drain(srv *http.Server, gw *gateway.Gateway, budget time.Duration, again <-chan os.Signal) error {
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
+	srv.RegisterOnShutdown(gw.CloseStreams) // run once the listener is closed
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			_ = srv.Close()
+			return fmt.Errorf("shutdown: calls still running after %s were cut: %w", budget, err)
+		}
+		return nil
+	case sig := <-again:
 		_ = srv.Close()
-		return fmt.Errorf("shutdown: calls still running after %s were cut: %w", budget, err)
+		<-done
+		return fmt.Errorf("second signal (%s): stopped at once; calls still in flight were cut, and their audit records may be missing", sig)
 	}
-	return nil
 }
 
 // registryItems is a configuration's registry as `aegis serve` puts it in
@@ -565,8 +584,14 @@ func revokeOldDemoKeys(ctx context.Context, reg registry.Writer, keep string) (i
 	return n, nil
 }
 
-func banner(out io.Writer, base string, up *demo.Server, key string) {
+// banner is what aegis serve prints at start, on out: its address, the
+// store's kind (the embedded one keeps nothing after the process), and
+// under --demo the demo's upstream, key and two commands to paste.
+func banner(out io.Writer, base string, up *demo.Server, key string, inMemory bool) {
 	fmt.Fprintf(out, "aegis gateway listening on %s\n", base)
+	if inMemory {
+		fmt.Fprintln(out, "store: embedded, in memory: what the admin API or console changes is gone when this process stops (--store dynamodb keeps it)")
+	}
 	if up == nil {
 		return
 	}

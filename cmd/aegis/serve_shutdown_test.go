@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -169,4 +172,154 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	if ok, _ := st.AcquireLease(ctx, leaseKey, "probe-over", inFlight, now, now.Add(time.Minute)); ok {
 		t.Fatal("a lease past the limit was granted: the probe does not measure what it claims")
 	}
+}
+
+// streamWatch is an MCP client's HTTP transport (bearerRT's) that reports
+// its GET streams: one value on opened when a GET is answered 200, one on
+// ended when that answer's body ends.
+type streamWatch struct {
+	bearerRT
+	opened, ended chan struct{}
+}
+
+func newStreamWatch(key string) *streamWatch {
+	return &streamWatch{bearerRT: bearerRT{key: key}, opened: make(chan struct{}, 16), ended: make(chan struct{}, 16)}
+}
+
+func (w *streamWatch) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := w.bearerRT.RoundTrip(r)
+	if err != nil || r.Method != http.MethodGet || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	w.opened <- struct{}{}
+	resp.Body = &watchedBody{ReadCloser: resp.Body, ended: w.ended}
+	return resp, nil
+}
+
+// watchedBody sends on ended once, when a read first fails (EOF included).
+type watchedBody struct {
+	io.ReadCloser
+	once  sync.Once
+	ended chan<- struct{}
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.once.Do(func() { b.ended <- struct{}{} })
+	}
+	return n, err
+}
+
+// connectHolding connects a Go SDK client (MCP 2025-11-25, which holds a
+// GET stream) to p as key's caller, waits until its GET stream is open,
+// and starts one hold call on the session, waiting until the upstream has
+// it. The call's result arrives on the returned channel.
+func connectHolding(t *testing.T, p *serveProc, up *holdUpstream, key string) (*streamWatch, <-chan error) {
+	t.Helper()
+	watch := newStreamWatch(key)
+	ctx := context.Background()
+	client := mcp.NewClient(&mcp.Implementation{Name: "stop-test", Version: "1.0.0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: p.base + "/mcp", HTTPClient: &http.Client{Transport: watch}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	select {
+	case <-watch.opened:
+	case <-time.After(time.Minute):
+		t.Fatal("the client's GET stream did not open")
+	}
+	called := make(chan error, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "hold", Arguments: map[string]any{}})
+		if err == nil && (res.IsError || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != "released") {
+			err = fmt.Errorf("hold answered %+v", res)
+		}
+		called <- err
+	}()
+	select {
+	case <-up.entered:
+	case err := <-called:
+		t.Fatalf("hold answered before the upstream had it: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the hold call did not reach the upstream")
+	}
+	return watch, called
+}
+
+// TestServeStopsWithClientConnected is issue 33's stop: with a Go SDK
+// client connected (its GET stream open and idle) and one of its calls in
+// flight, SIGTERM ends the GET stream while the call is still held, the
+// call then gets its answer once the upstream gives it, and the process
+// exits 0 right after, far inside its drain budget (UPSTREAM_TIMEOUT_SECS
+// 60: the idle stream does not hold the stop).
+func TestServeStopsWithClientConnected(t *testing.T) {
+	up := startHoldUpstream(t)
+	cfg, key := configWithKey(t, up.URL)
+	p := startServe(t, []string{"UPSTREAM_TIMEOUT_SECS=60"}, "--config", cfg)
+	if !p.running() {
+		t.Fatalf("aegis serve exited: %v\n%s", p.err, p.stderr.String())
+	}
+	watch, called := connectHolding(t, p, up, key)
+
+	p.signal(t, syscall.SIGTERM)
+	select {
+	case <-watch.ended:
+	case err := <-called:
+		t.Fatalf("the call ended (%v) before the idle GET stream was closed", err)
+	case <-time.After(time.Minute):
+		t.Fatalf("the GET stream is still open a minute after SIGTERM; stderr:\n%s", p.stderr.String())
+	}
+	// The stream is closed; the call is still in flight and holds the stop.
+	select {
+	case err := <-called:
+		t.Fatalf("the call ended (%v) before the upstream released it", err)
+	default:
+	}
+	if !p.running() {
+		t.Fatalf("aegis serve exited with a call in flight: %v\n%s", p.err, p.stderr.String())
+	}
+	close(up.release)
+	if err := <-called; err != nil {
+		t.Fatalf("the call in flight at SIGTERM: %v", err)
+	}
+	// Well inside the 60 s budget: nothing else holds the stop.
+	if code := p.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0; stderr:\n%s", code, p.stderr.String())
+	}
+}
+
+// TestServeSecondSignal: a second signal while a call is in flight stops
+// `aegis serve` at once (exit 1, before the upstream answers), with a line
+// that says the calls in flight were cut.
+func TestServeSecondSignal(t *testing.T) {
+	up := startHoldUpstream(t)
+	cfg, key := configWithKey(t, up.URL)
+	p := startServe(t, []string{"UPSTREAM_TIMEOUT_SECS=60"}, "--config", cfg)
+	if !p.running() {
+		t.Fatalf("aegis serve exited: %v\n%s", p.err, p.stderr.String())
+	}
+	watch, called := connectHolding(t, p, up, key)
+	p.signal(t, syscall.SIGINT)
+	select {
+	case <-watch.ended: // the first signal was handled
+	case <-time.After(time.Minute):
+		t.Fatalf("the GET stream is still open a minute after SIGINT; stderr:\n%s", p.stderr.String())
+	}
+	p.signal(t, syscall.SIGINT)
+	if code := p.wait(t, 20*time.Second); code != 1 {
+		t.Fatalf("exit code %d after a second signal, want 1; stderr:\n%s", code, p.stderr.String())
+	}
+	if up.done.Load() != 0 {
+		t.Fatal("the upstream answered: the test does not show the exit came first")
+	}
+	if s := p.stderr.String(); !strings.Contains(s, "aegis serve: second signal (interrupt): stopped at once; calls still in flight were cut") {
+		t.Fatalf("stderr does not say the second signal cut the calls:\n%s", s)
+	}
+	if err := <-called; err == nil {
+		t.Fatal("the cut call was answered")
+	}
+	close(up.release)
 }

@@ -222,6 +222,7 @@ func TestConsole(t *testing.T) {
 		t.Fatalf("held data %s: %v", werr.Data, err)
 	}
 	card := `document.querySelector('article[data-approval="` + held.ApprovalID + `"]')`
+	do("open the approvals", chromedp.Navigate(base+"/admin/console/#approvals"))
 	wait("the held call on the approvals page", card+` !== null`)
 	// The params exactly as the approvers' view holds them.
 	want := adminParams(t, held.ApprovalID)
@@ -304,11 +305,11 @@ func TestConsole(t *testing.T) {
 	wait("the stop in the audit", `[...document.querySelectorAll("#audit-table tr.rec")].some(r => r.dataset.method === "killswitch.stop" && r.dataset.tool === "echo")`)
 	wait("the chart", `document.querySelectorAll("#audit-svg rect.bar").length > 0`)
 	shot(t, ctx, n, "audit")
-	do("filter refused transfers", chromedp.SetValue(chromedp.ID("audit-outcome"), "refused"),
+	do("filter held transfers", chromedp.SetValue(chromedp.ID("audit-outcome"), "held"),
 		chromedp.SendKeys(chromedp.ID("audit-tool"), "transfer"), chromedp.SendKeys(chromedp.ID("audit-code"), "-32061"),
 		chromedp.Click(chromedp.ID("audit-do")))
-	wait("only refused transfers", `(() => { const rs = [...document.querySelectorAll("#audit-table tr.rec")]; return rs.length > 0 && rs.every(r => r.dataset.outcome === "refused" && r.dataset.tool === "transfer" && r.children[2].textContent === "-32061"); })()`)
-	if got := eval(`[...document.querySelectorAll("#audit-svg rect.bar")].map(r => r.dataset.series).filter((v, i, a) => a.indexOf(v) === i).join("|")`); got != "refused -32061 APPROVAL_REQUIRED" {
+	wait("only held transfer calls", `(() => { const rs = [...document.querySelectorAll("#audit-table tr.rec")]; return rs.length > 0 && rs.every(r => r.dataset.meaning === "held" && r.dataset.outcome === "refused" && r.dataset.tool === "transfer" && r.children[2].textContent === "-32061"); })()`)
+	if got := eval(`[...document.querySelectorAll("#audit-svg rect.bar")].map(r => r.dataset.series).filter((v, i, a) => a.indexOf(v) === i).join("|")`); got != "held" {
 		t.Fatalf("chart series after the filter: %q", got)
 	}
 
@@ -333,9 +334,11 @@ func TestConsole(t *testing.T) {
 	shot(t, ctx, n, "pins")
 
 	// Every control of every page has an accessible name.
-	for _, page := range []string{"approvals", "stops", "audit", "registry", "upstreams", "pins"} {
+	for _, page := range consolePages {
 		do("open "+page, chromedp.Navigate(base+"/admin/console/#"+page))
-		wait(page+" shown", `!document.getElementById("page-`+page+`").hidden && document.getElementById("nav-`+page+`").getAttribute("aria-current") === "page"`)
+		// Drawn, not only shown: a table replaced while its controls are
+		// read would hand a detached button to the accessibility tree.
+		wait(page+" drawn", `!document.getElementById("page-`+page+`").hidden && document.getElementById("nav-`+page+`").getAttribute("aria-current") === "page" && document.body.getAttribute("data-loaded") === "`+page+`"`)
 		unnamed := unnamedControls(t, ctx, page)
 		if len(unnamed) > 0 {
 			t.Fatalf("controls without an accessible name on %s: %v", page, unnamed)
@@ -351,6 +354,7 @@ func TestConsole(t *testing.T) {
 	// Log out: the session is gone for the API too.
 	do("log out", chromedp.Click(chromedp.ID("logout")))
 	wait("the login form", `document.getElementById("key") !== null`)
+	wait("the log-out notice", `document.getElementById("login-notice") !== null && document.getElementById("login-notice").textContent.startsWith("You are logged out.")`)
 	status, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch("/admin/v1/tenants").then(r => r.status)`, chromedp.EvalAwaitPromise))
 	if err != nil || status != http.StatusUnauthorized {
 		t.Fatalf("the admin API after logout answers %d (%v), want 401", status, err)
@@ -547,6 +551,15 @@ func heldRaw(t *testing.T, args string) string {
 
 var shotMu sync.Mutex
 
+// shotsFolder is where screenshots go: -shots, else
+// $TMPDIR/aegis-console-shots.
+func shotsFolder() string {
+	if *shotsDir != "" {
+		return *shotsDir
+	}
+	return filepath.Join(os.TempDir(), "aegis-console-shots")
+}
+
 // shot writes a screenshot of the page (of the first run only).
 func shot(t *testing.T, ctx context.Context, n int64, name string) {
 	t.Helper()
@@ -557,10 +570,7 @@ func shot(t *testing.T, ctx context.Context, n int64, name string) {
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
-	dir := *shotsDir
-	if dir == "" {
-		dir = filepath.Join(os.TempDir(), "aegis-console-shots")
-	}
+	dir := shotsFolder()
 	shotMu.Lock()
 	defer shotMu.Unlock()
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -99,7 +99,13 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
+// quote is s as a JSON string, for a message: control characters escaped,
+// but not < > & (the messages are text, read in a terminal or shown as text
+// by the console, where \u003c would only puzzle).
 func quote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
 }

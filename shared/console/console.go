@@ -167,7 +167,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			c.page(w, "console.html", http.StatusOK, nil)
 			return
 		}
-		c.page(w, "login.html", http.StatusOK, loginData{})
+		c.page(w, "login.html", http.StatusOK, loginData{Notice: notices[r.URL.Query().Get("notice")]})
 	case p == "login" && r.Method == http.MethodPost:
 		c.login(w, r)
 	case p == "logout" && r.Method == http.MethodPost:
@@ -184,7 +184,17 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-type loginData struct{ Error string }
+// loginData fills the login form: a refusal of the key, or a notice of
+// why the form is shown.
+type loginData struct{ Error, Notice string }
+
+// notices are the login form's notices by the ?notice= the console's
+// script sends the browser back with; any other value shows none (the
+// query is never echoed).
+var notices = map[string]string{
+	"logged-out": "You are logged out. The session is gone on the gateway too; log in again to continue.",
+	"ended":      "Your session ended (8 hours after log-in, 30 minutes without use, or the gateway restarted). Log in again to continue.",
+}
 
 func (c *Console) page(w http.ResponseWriter, name string, status int, data any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -305,3 +305,28 @@ func TestAssetsAreInert(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLoginNotices: the login form says why it is shown when the script
+// sent the browser back after a log-out or an ended session; any other
+// ?notice= value shows nothing and is never echoed.
+func TestLoginNotices(t *testing.T) {
+	c, _ := newConsole(t, console.Options{})
+	for _, tc := range []struct{ query, want string }{
+		{"notice=logged-out", "You are logged out."},
+		{"notice=ended", "Your session ended"},
+		{"notice=%3Cb%3Ehi", ""},
+		{"", ""},
+	} {
+		body := serve(c, httptest.NewRequest(http.MethodGet, console.Prefix+"?"+tc.query, nil)).Body.String()
+		has := strings.Contains(body, `id="login-notice"`)
+		if tc.want == "" {
+			if has || strings.Contains(body, "hi") && strings.Contains(body, "<b>") {
+				t.Errorf("?%s: a notice shown:\n%s", tc.query, body)
+			}
+			continue
+		}
+		if !has || !strings.Contains(body, tc.want) {
+			t.Errorf("?%s: no notice %q:\n%s", tc.query, tc.want, body)
+		}
+	}
+}

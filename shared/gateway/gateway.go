@@ -149,6 +149,9 @@ type Gateway struct {
 		results *content.Results
 	}
 	streams streamSlots // the open GET and subscriptions/listen streams (streams.go)
+	// closing is done once CloseStreams is called (streams.go).
+	closing      context.Context
+	closeStreams context.CancelFunc
 }
 
 // New returns the gateway over b, with its checks built from the stage
@@ -159,6 +162,7 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 		return nil, errors.New("gateway: no backend")
 	}
 	g := &Gateway{b: b}
+	g.closing, g.closeStreams = context.WithCancel(context.Background())
 	if o != nil {
 		g.o = *o
 	}

@@ -41,7 +41,8 @@ func (g *Gateway) canStream(w http.ResponseWriter) bool {
 // notifications/resources/updated of the session's subscriptions, log
 // messages, and requests to the client (relayMessage; the client's answer
 // is carried back by clientAnswer). The stream ends after ListenTimeout,
-// when the client leaves, or when the session is gone. A 2026-07-28
+// when the client leaves, when the session is gone, or when the gateway
+// stops (CloseStreams; a stream asked for after that is 503). A 2026-07-28
 // client has no such stream (405).
 func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, corr string) {
 	ctx := r.Context()
@@ -89,6 +90,11 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, co
 		writeJSON(w, http.StatusNotFound, `{"error":"unknown server"}`)
 		return
 	}
+	if g.closing.Err() != nil {
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, `{"error":"this gateway is stopping; open the stream again in a moment"}`)
+		return
+	}
 	release, ok := g.streams.take(streamOwner(c))
 	if !ok {
 		w.Header().Set("Retry-After", "1")
@@ -96,6 +102,8 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, co
 		return
 	}
 	defer release()
+	ctx, stopStream := g.streamContext(ctx) // CloseStreams ends it too
+	defer stopStream()
 	out := newStream(w)
 	out.Begin()
 	kctx, stopKeepAlive := context.WithCancel(ctx)

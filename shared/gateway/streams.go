@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"sync"
 
 	"github.com/aegis-gw/aegis/shared/pipeline"
@@ -53,3 +54,24 @@ func (s *streamSlots) take(key string) (release func(), ok bool) {
 // streamOwner is whose streams c's stream counts among: its tenant's API
 // key (an OAuth caller has a key id of its own, auth.TokenKeyID).
 func streamOwner(c *pipeline.Call) string { return c.Tenant.ID + "/" + c.KeyID }
+
+// CloseStreams ends every stream of notifications outside a call that the
+// gateway holds (GET on /mcp, 2026-07-28's subscriptions/listen), and
+// every one opened from then on, as the transport lets a server do at any
+// time: a GET stream's response ends (a client may open another), a
+// subscriptions/listen ends with its result (resultType complete), as it
+// does at Options.ListenTimeout. Calls in flight are not touched. A host
+// calls it when it stops (aegis serve, on SIGTERM or Ctrl-C), so that
+// idle streams do not hold its drain; it is safe to call more than once
+// and from any goroutine.
+func (g *Gateway) CloseStreams() { g.closeStreams() }
+
+// streamContext is ctx, also cancelled by CloseStreams; stop releases it.
+func (g *Gateway) streamContext(ctx context.Context) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(g.closing, cancel)
+	return ctx, func() {
+		unhook()
+		cancel()
+	}
+}

@@ -69,7 +69,7 @@ type upSub struct {
 // ends is held again (ListenRecheck later), with what was honoured. The
 // stream ends when the client leaves, or after Options.ListenTimeout with
 // the graceful end the spec gives (the request's result, resultType
-// complete). Behind a host that buffers the answer (API Gateway), the
+// complete), as it does at once when the gateway stops (CloseStreams). Behind a host that buffers the answer (API Gateway), the
 // acknowledgment honours nothing and the result follows at once.
 func (g *Gateway) subscribe(ctx context.Context, w http.ResponseWriter, ep endpoint, c *pipeline.Call) {
 	if !c.Stateless {
@@ -108,7 +108,7 @@ func (g *Gateway) subscribe(ctx context.Context, w http.ResponseWriter, ep endpo
 		res, _ := json.Marshal(map[string]any{"resultType": "complete", "_meta": map[string]json.RawMessage{metaSubscriptionID: c.ID}})
 		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, res))
 	}
-	if !g.canStream(out.w) {
+	if !g.canStream(out.w) || g.closing.Err() != nil { // buffered, or stopping
 		ack(filter{})
 		end()
 		return
@@ -118,7 +118,7 @@ func (g *Gateway) subscribe(ctx context.Context, w http.ResponseWriter, ep endpo
 		g.internal(w, c, err)
 		return
 	}
-	lctx, cancel := context.WithCancel(ctx)
+	lctx, cancel := g.streamContext(ctx) // CloseStreams ends the holds too
 	defer cancel()
 	acks := make(chan *upSub, len(subs))
 	start := make(chan struct{})
@@ -380,7 +380,7 @@ func notification(method string, params json.RawMessage) []byte {
 }
 
 // keepAlive writes a keep-alive comment on out every Options.KeepAlive
-// until ctx ends or d has passed.
+// until ctx ends, d has passed or CloseStreams is called.
 func (g *Gateway) keepAlive(ctx context.Context, out *stream, d time.Duration) {
 	every := g.o.KeepAlive
 	if every <= 0 {
@@ -393,6 +393,8 @@ func (g *Gateway) keepAlive(ctx context.Context, out *stream, d time.Duration) {
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-g.closing.Done():
 			return
 		case <-end.C:
 			return

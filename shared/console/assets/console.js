@@ -9,7 +9,7 @@
 (function () {
   const S = { csrf: '', refresh: 0, hidden: [], tenant: '', page: '', busy: {}, seen: {}, cards: new Map(), nextCard: 0 };
   const $ = (id) => document.getElementById(id);
-  const PAGES = ['approvals', 'stops', 'audit', 'registry', 'upstreams', 'pins'];
+  const PAGES = ['overview', 'approvals', 'stops', 'audit', 'registry', 'upstreams', 'pins'];
 
   // --- text as an operator is shown it ---------------------------------
 
@@ -64,8 +64,49 @@
     for (const c of kids) e.append(c instanceof Node ? c : document.createTextNode(shown(c)));
     return e;
   }
-  const when = (t) => (t ? new Date(t).toISOString().replace('.000Z', 'Z') : '-');
+  // when is t (a time or its text) to the second, in UTC; ago is how far
+  // it is from now in words; stamp is an element with both, whose
+  // relative part tick() keeps current.
+  const when = (t) => (t ? new Date(t).toISOString().slice(0, 19).replace('T', ' ') + 'Z' : '-');
+  function ago(t) {
+    const d = Date.parse(t) - Date.now(), a = Math.abs(d) / 1000;
+    let n;
+    if (a < 45) return d > 0 ? 'in a few seconds' : 'just now';
+    if (a < 90 * 60) n = Math.round(a / 60) + ' min';
+    else if (a < 36 * 3600) n = Math.round(a / 3600) + ' h';
+    else n = Math.round(a / 86400) + ' days';
+    return d > 0 ? 'in ' + n : n + ' ago';
+  }
+  function stamp(t) {
+    if (!t) return '-';
+    const iso = new Date(t).toISOString();
+    return el('time', { datetime: iso }, when(iso) + ' ', el('span', { class: 'rel', 'data-at': iso }, '(' + ago(iso) + ')'));
+  }
+  function tick() {
+    for (const e of document.querySelectorAll('span.rel')) e.textContent = '(' + ago(e.getAttribute('data-at')) + ')';
+  }
   const enc = encodeURIComponent;
+
+  // Meanings of a record, each with its colour (console.css: .m-NAME),
+  // the same in every view. A call held for approval is "held", not
+  // refused; approval and admin events (method "approval.held",
+  // "killswitch.stop", ...) are not calls and are never counted as calls.
+  const MEANINGS = ['allowed', 'held', 'refused', 'error', 'indeterminate'];
+  function meaning(r) {
+    if (r.word === 'APPROVAL_REQUIRED') return 'held';
+    return MEANINGS.indexOf(r.outcome) >= 0 ? r.outcome : 'error';
+  }
+  const isCall = (r) => r.method.indexOf('/') >= 0 || r.method.indexOf('.') < 0;
+  const badge = (m) => el('span', { class: 'badge m-' + m }, m);
+
+  // fill replaces the rows of table's body, labelling each cell with its
+  // column's header (shown beside the value when a narrow window stacks
+  // the cells: console.css).
+  function fill(table, rows) {
+    const heads = [...table.tHead.rows[0].cells].map((c) => c.textContent);
+    for (const r of rows) [...r.cells].forEach((c, i) => { if (heads[i] && !c.hasAttribute('colspan')) c.setAttribute('data-label', heads[i]); });
+    table.tBodies[0].replaceChildren(...rows);
+  }
 
   function say(msg) { $('status').textContent = shown(msg); }
   function fail(err) { $('error').textContent = shown(err && err.message ? err.message : err); }
@@ -85,10 +126,15 @@
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
     if (r.status === 401) {
-      location.assign('/admin/console/');
+      location.assign('/admin/console/?notice=ended');
       throw new Error('the console session ended; log in again');
     }
-    if (!r.ok) throw new Error(data && data.error ? data.error.message : 'HTTP ' + r.status);
+    if (!r.ok) {
+      const e = new Error(data && data.error ? data.error.message : 'HTTP ' + r.status);
+      e.code = data && data.error ? data.error.code : '';
+      e.field = data && data.error ? data.error.field : '';
+      throw e;
+    }
     return { data, text };
   }
 
@@ -152,7 +198,7 @@
 
   function route(focus) {
     let p = location.hash.replace(/^#/, '');
-    if (PAGES.indexOf(p) < 0) p = 'approvals';
+    if (PAGES.indexOf(p) < 0) p = 'overview';
     S.page = p;
     for (const q of PAGES) {
       $('page-' + q).hidden = q !== p;
@@ -170,10 +216,11 @@
   }
 
   function load(p) {
-    const f = { approvals: loadApprovals, stops: loadStops, audit: loadAudit, registry: loadRegistry, upstreams: loadUpstreams, pins: loadPins }[p];
+    const f = { overview: loadOverview, approvals: loadApprovals, stops: loadStops, audit: loadAudit, registry: loadRegistry, upstreams: loadUpstreams, pins: loadPins }[p];
     if (S.busy[p]) return;
     S.busy[p] = true;
-    f().catch(fail).finally(() => { S.busy[p] = false; });
+    // data-loaded names the page last drawn (the browser test waits on it).
+    f().then(() => document.body.setAttribute('data-loaded', p)).catch(fail).finally(() => { S.busy[p] = false; });
   }
 
   // changed reports whether data differs from what page part k last drew.
@@ -209,7 +256,7 @@
     }
     if (S.cards.size === 0 && !$('approvals-none')) list.append(el('p', { id: 'approvals-none' }, 'No call is waiting for approval.'));
     if (S.cards.size > 0 && $('approvals-none')) $('approvals-none').remove();
-    $('approvals-updated').textContent = 'Updated ' + when(new Date().toISOString()) + '.';
+    $('approvals-updated').textContent = 'Updated ' + when(new Date()) + '.';
   }
 
   function approvalCard(a, raw) {
@@ -234,7 +281,7 @@
         el('button', { type: 'button', class: 'deny', 'aria-describedby': h + '-h', onclick: () => decide('deny') }, 'Deny')));
     const card = el('article', { class: 'approval', id: h, 'aria-labelledby': h + '-h', 'data-approval': a.id },
       el('h3', { id: h + '-h' }, a.tool + ' on ' + a.server + ' (tenant ' + a.tenant + ', caller ' + a.caller + ')'),
-      el('p', { class: 'help' }, 'Approval ' + a.id + ', held ' + when(a.created) + ', expires ' + when(a.expires) + '.'),
+      el('p', { class: 'help' }, 'Approval ' + a.id + ', held ', stamp(a.created), ', expires ', stamp(a.expires), '.'),
       el('p', {}, el('span', { id: h + '-pl' }, 'Params (masked):')),
       el('pre', { class: 'params', 'aria-labelledby': h + '-pl' }, raw),
       form);
@@ -253,9 +300,9 @@
     }
     if (changed('stops', stops.text)) {
       const body = $('stops-table').tBodies[0];
-      body.replaceChildren(...stops.data.stops.map((s) => el('tr', { 'data-server': s.server, 'data-tool': s.tool || '' },
+      fill($('stops-table'), stops.data.stops.map((s) => el('tr', { 'data-server': s.server, 'data-tool': s.tool || '' },
         el('td', {}, s.server), el('td', {}, s.tool || '(whole server)'), el('td', {}, s.reason || ''), el('td', {}, s.by || ''),
-        el('td', {}, when(s.at)), el('td', { class: 'everywhere', 'data-at': s.at }),
+        el('td', {}, stamp(s.at)), el('td', { class: 'everywhere', 'data-at': s.at }),
         el('td', {}, el('button', { type: 'button', 'aria-label': 'Resume ' + (s.tool ? s.tool + ' on ' : '') + s.server, onclick: () => stopOrResume(false, s.server, s.tool || '', true) }, 'Resume')))));
       if (stops.data.stops.length === 0) body.append(el('tr', {}, el('td', { colspan: '7' }, 'No stop in force.')));
     }
@@ -263,8 +310,8 @@
       const at = Date.parse(td.getAttribute('data-at'));
       if (S.refresh <= 0) { td.textContent = 'in force since ' + when(td.getAttribute('data-at')); td.className = 'everywhere inforce'; continue; }
       const by = at + S.refresh * 1000;
-      if (Date.now() >= by) { td.textContent = 'in force since ' + when(new Date(by).toISOString()); td.className = 'everywhere inforce'; }
-      else { td.textContent = 'by ' + when(new Date(by).toISOString()); td.className = 'everywhere pending'; }
+      if (Date.now() >= by) { td.textContent = 'in force since ' + when(by); td.className = 'everywhere inforce'; }
+      else { td.textContent = 'by ' + when(by); td.className = 'everywhere pending'; }
     }
     $('stops-refresh').textContent = S.refresh > 0
       ? 'Each gateway instance re-reads the stops every ' + S.refresh + ' s (KILL_SWITCH_REFRESH_SECS): a stop or resume made at T is in force on every instance by T + ' + S.refresh + ' s.'
@@ -278,15 +325,26 @@
     const t = enc(S.tenant);
     const path = 'tenants/' + t + '/servers/' + enc(server) + (tool ? '/tools/' + enc(tool) : '') + (on ? '/stop' : '/resume');
     const body = { reason: on ? $('stop-reason').value : '', by };
-    if (stored && tool) body.unlisted = true; // resume exactly the stop as stored
+    // A row's Resume resumes exactly the stop as stored; the form's
+    // "Not listed yet" stops (or resumes) the name as given.
+    if (tool && (stored || $('stop-unlisted').checked)) body.unlisted = true;
     try {
       const { data } = await api('POST', path, body);
       const what = data.stop.tool ? 'Tool ' + data.stop.tool + ' on ' + data.stop.server : 'Server ' + data.stop.server;
-      const by = S.refresh > 0 ? ' on every instance by ' + when(new Date(Date.parse(data.stop.at) + S.refresh * 1000).toISOString()) : ' on every instance at once';
+      const by = S.refresh > 0 ? ' on every instance by ' + when(Date.parse(data.stop.at) + S.refresh * 1000) : ' on every instance at once';
       say(what + (on ? ' stopped' : ' resumed') + ': in force' + by + '.');
+      if (!stored) { // the form is done: one stray click must not stop it again
+        $('stop-tool').value = '';
+        $('stop-reason').value = '';
+        $('stop-unlisted').checked = false;
+      }
       S.seen.stops = '';
       await loadStops();
-    } catch (e) { fail(e); }
+    } catch (e) {
+      if (tool && !stored && e.code === 'not_found' && e.field === 'tool') {
+        fail('Server ' + server + ' lists no tool "' + tool + '". Check the name; if it is a tool the server will list later, tick "Not listed yet" and press ' + (on ? 'Stop' : 'Resume') + ' again.');
+      } else fail(e);
+    }
   }
 
   // Audit: every record of the range (bounded), filtered here.
@@ -300,81 +358,147 @@
       $('audit-to').value = isoLocal(new Date(now.getTime() + 60 * 1000)); // a minute ahead: calls made while the page is open
     }
     const from = new Date($('audit-from').value + 'Z'), to = new Date($('audit-to').value + 'Z');
-    if (isNaN(from) || isNaN(to)) throw new Error('From and To must be times');
-    let recs = [], cursor = '', cut = false;
+    if (isNaN(from) || isNaN(to)) throw new Error('From and To must both be times (UTC): fill them in or clear them for the last hour.');
+    if (from >= to) throw new Error('From must be before To: ' + when(from) + ' is not before ' + when(to) + '.');
+    const f = { outcome: $('audit-outcome').value, code: $('audit-code').value.trim(), tool: $('audit-tool').value.trim(), caller: $('audit-caller').value.trim() };
+    if (f.code && !/^-?[0-9]{1,6}$/.test(f.code)) {
+      throw new Error('Code must be a JSON-RPC error code, a whole number such as -32062 (0 for allowed calls); "' + f.code + '" is not one. Clear it to see every code.');
+    }
+    const recs = await auditRecords(from, to);
+    const keep = recs.list.filter((r) => (!f.outcome || (isCall(r) ? meaning(r) : 'event') === f.outcome) && (!f.code || String(r.code) === String(Number(f.code))) &&
+      (!f.tool || r.tool === f.tool) && (!f.caller || r.caller === f.caller));
+    const calls = keep.filter(isCall);
+    const by = {};
+    for (const r of calls) by[meaning(r)] = (by[meaning(r)] || 0) + 1;
+    const parts = MEANINGS.filter((m) => by[m]).map((m) => by[m] + ' ' + m);
+    $('audit-summary').textContent = keep.length + ' of ' + recs.list.length + ' records from ' + when(from) + ' to ' + when(to) + ': ' +
+      calls.length + ' calls' + (parts.length ? ' (' + parts.join(', ') + ')' : '') + ' and ' + (keep.length - calls.length) + ' approval or admin events' +
+      (recs.cut ? '; the first ' + recs.list.length + ' only: narrow the range to see the rest' : '') + '.';
+    if (keep.length === 0 && recs.list.length > 0) {
+      $('audit-summary').textContent += ' No record matches the filter: ' + Object.entries(f).filter(([, v]) => v).map(([k, v]) => k + ' ' + v).join(', ') + '.';
+    }
+    chart($('audit-chart'), $('audit-legend'), 'audit-svg', calls, from.getTime(), to.getTime(), { w: 720, h: 200, n: 60, fit: true });
+    const shownRecs = keep.slice().reverse().slice(0, 500);
+    fill($('audit-table'), shownRecs.map((r) => el('tr', { class: 'rec', 'data-outcome': r.outcome, 'data-method': r.method, 'data-tool': r.tool || '', 'data-meaning': isCall(r) ? meaning(r) : 'event' },
+      el('td', {}, stamp(r.time)), el('td', {}, isCall(r) ? badge(meaning(r)) : 'event: ' + r.outcome), el('td', { class: 'code' }, String(r.code)), el('td', {}, r.word || ''),
+      el('td', {}, r.method), el('td', {}, r.server || ''), el('td', {}, r.tool || ''), el('td', {}, r.caller),
+      el('td', { class: 'detail' }, r.detail || ''), el('td', { class: 'code' }, r.correlation_id))));
+  }
+
+  // auditRecords reads every record of the tenant from from to to, at
+  // most MAX_RECORDS (cut: there were more).
+  async function auditRecords(from, to) {
+    let list = [], cursor = '', cut = false;
     do {
       const q = 'from=' + enc(from.toISOString()) + '&to=' + enc(to.toISOString()) + '&limit=1000' + (cursor ? '&cursor=' + enc(cursor) : '');
       const { data } = await api('GET', 'tenants/' + enc(S.tenant) + '/audit?' + q);
-      recs = recs.concat(data.records);
+      list = list.concat(data.records);
       cursor = data.next_cursor || '';
-      if (recs.length >= MAX_RECORDS && cursor) { cut = true; break; }
+      if (list.length >= MAX_RECORDS && cursor) { cut = true; break; }
     } while (cursor);
-    const f = { outcome: $('audit-outcome').value, code: $('audit-code').value.trim(), tool: $('audit-tool').value.trim(), caller: $('audit-caller').value.trim() };
-    const keep = recs.filter((r) => (!f.outcome || r.outcome === f.outcome) && (!f.code || String(r.code) === f.code) &&
-      (!f.tool || r.tool === f.tool) && (!f.caller || r.caller === f.caller));
-    $('audit-summary').textContent = keep.length + ' of ' + recs.length + ' records from ' + when(from.toISOString()) + ' to ' + when(to.toISOString()) +
-      (cut ? ' (the first ' + recs.length + ' only: narrow the range to see the rest)' : '') + '.';
-    chart(keep, from.getTime(), to.getTime());
-    const shownRecs = keep.slice().reverse().slice(0, 500);
-    $('audit-table').tBodies[0].replaceChildren(...shownRecs.map((r) => el('tr', { class: 'rec', 'data-outcome': r.outcome, 'data-method': r.method, 'data-tool': r.tool || '' },
-      el('td', {}, when(r.time)), el('td', {}, r.outcome), el('td', { class: 'code' }, String(r.code)), el('td', {}, r.word || ''),
-      el('td', {}, r.method), el('td', {}, r.server || ''), el('td', {}, r.tool || ''), el('td', {}, r.caller),
-      el('td', {}, r.detail || ''), el('td', { class: 'code' }, r.correlation_id))));
+    return { list, cut };
   }
 
-  const COLORS = ['#2e7d32', '#c62828', '#1565c0', '#ef6c00', '#6a1b9a', '#00838f', '#ad1457', '#5d4037', '#9e9d24', '#37474f'];
-  // chart draws calls by outcome and code over time as stacked bars.
-  function chart(recs, from, to) {
-    const W = 720, H = 200, L = 40, B = 24, N = 60;
-    const step = Math.max(1, (to - from) / N);
-    const series = new Map(); // key → {label, counts}
-    const keyOf = (r) => (r.outcome === 'allowed' ? 'allowed' : r.outcome + ' ' + r.code + (r.word ? ' ' + r.word : ''));
-    for (const r of recs) {
-      const k = keyOf(r);
-      if (!series.has(k)) series.set(k, new Array(N).fill(0));
-      const b = Math.min(N - 1, Math.max(0, Math.floor((Date.parse(r.time) - from) / step)));
-      series.get(k)[b]++;
+  // chart draws calls (records that are calls) by meaning over time as
+  // stacked bars, in box and its legend in legend. The audit's (fit) has
+  // 60 slices from the first call (or from) to the last (or to), so that
+  // a burst in a long range is not squeezed into one bar, a slice at
+  // least a second; the overview's has o.n fixed slices of from..to.
+  function chart(box, legend, id, calls, from, to, o) {
+    const W = o.w, H = o.h, L = 40, B = 24, N = o.n;
+    if (o.fit && calls.length > 0) {
+      const ts = calls.map((r) => Date.parse(r.time));
+      from = Math.max(from, Math.floor(Math.min(...ts) / 1000) * 1000);
+      to = Math.min(to, Math.ceil((Math.max(...ts) + 1) / 1000) * 1000);
     }
-    const keys = [...series.keys()].sort((a, b) => (a === 'allowed' ? -1 : b === 'allowed' ? 1 : a < b ? -1 : 1));
+    const step = o.fit ? Math.max(1000, (to - from) / N) : (to - from) / N;
+    const series = new Map(MEANINGS.map((m) => [m, new Array(N).fill(0)]));
+    for (const r of calls) {
+      const b = Math.min(N - 1, Math.max(0, Math.floor((Date.parse(r.time) - from) / step)));
+      series.get(meaning(r))[b]++;
+    }
+    const keys = MEANINGS.filter((m) => series.get(m).some((c) => c > 0));
     let max = 1;
     for (let b = 0; b < N; b++) { let s = 0; for (const k of keys) s += series.get(k)[b]; max = Math.max(max, s); }
     const bw = (W - L) / N, plotH = H - B;
-    const g = svg('svg', { viewBox: '0 0 ' + W + ' ' + H, width: W, height: H, role: 'img', 'aria-labelledby': 'audit-chart-caption', id: 'audit-svg' });
-    g.append(svg('line', { x1: L, y1: plotH, x2: W, y2: plotH, stroke: '#555' }), svg('line', { x1: L, y1: 0, x2: L, y2: plotH, stroke: '#555' }),
+    const g = svg('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': 'Calls by meaning from ' + when(from) + ' to ' + when(to), id, class: 'chart' });
+    g.append(svg('line', { x1: L, y1: plotH, x2: W, y2: plotH, class: 'axis' }), svg('line', { x1: L, y1: 0, x2: L, y2: plotH, class: 'axis' }),
       svg('text', { x: L - 4, y: 10, 'text-anchor': 'end', 'font-size': 10 }, String(max)), svg('text', { x: L - 4, y: plotH, 'text-anchor': 'end', 'font-size': 10 }, '0'),
-      svg('text', { x: L, y: H - 6, 'font-size': 10 }, when(new Date(from).toISOString())),
-      svg('text', { x: W, y: H - 6, 'font-size': 10, 'text-anchor': 'end' }, when(new Date(to).toISOString())));
+      svg('text', { x: L, y: H - 6, 'font-size': 10 }, when(from).slice(o.fit ? 0 : 11)),
+      svg('text', { x: W, y: H - 6, 'font-size': 10, 'text-anchor': 'end' }, when(to).slice(o.fit ? 0 : 11)));
     for (let b = 0; b < N; b++) {
       let y = plotH;
-      keys.forEach((k, i) => {
+      for (const k of keys) {
         const c = series.get(k)[b];
-        if (!c) return;
+        if (!c) continue;
         const h = (c / max) * (plotH - 4);
         y -= h;
-        g.append(svg('rect', { x: L + b * bw + 1, y, width: Math.max(1, bw - 2), height: h, fill: COLORS[i % COLORS.length], class: 'bar', 'data-series': k },
-          svg('title', {}, k + ': ' + c + ' from ' + when(new Date(from + b * step).toISOString()))));
-      });
+        g.append(svg('rect', { x: L + b * bw + 1, y, width: Math.max(1, bw - 2), height: h, class: 'bar m-' + k, 'data-series': k },
+          svg('title', {}, k + ': ' + c + ' from ' + when(from + b * step))));
+      }
     }
-    $('audit-chart').replaceChildren(g);
-    $('audit-legend').replaceChildren(...keys.map((k, i) => el('li', {},
-      svg('svg', { width: 12, height: 12, 'aria-hidden': 'true' }, svg('rect', { width: 12, height: 12, fill: COLORS[i % COLORS.length] })),
-      ' ' + k + ': ' + series.get(k).reduce((a, b) => a + b, 0))));
-    if (keys.length === 0) $('audit-legend').append(el('li', {}, 'no records'));
+    box.replaceChildren(g);
+    legend.replaceChildren(...keys.map((k) => el('li', { 'data-series': k },
+      el('span', { class: 'swatch m-' + k, 'aria-hidden': 'true' }), k + ': ' + series.get(k).reduce((a, b) => a + b, 0))));
+    if (keys.length === 0) legend.append(el('li', {}, 'no calls'));
+  }
+
+  // Overview: the tenant's last 15 minutes at a glance.
+  // The audit part is read again every AUDIT_EVERY_MS only (up to ten
+  // pages of records: on DynamoDB a query each), the rest at every poll.
+  const OVERVIEW_MS = 15 * 60 * 1000, AUDIT_EVERY_MS = 10000;
+  async function loadOverview() {
+    if (!S.tenant) return;
+    const t = enc(S.tenant);
+    const fresh = S.ov && S.ov.tenant === S.tenant && Date.now() - S.ov.at < AUDIT_EVERY_MS;
+    const at = fresh ? S.ov.at : Date.now();
+    const [recs, up, appr, stops] = await Promise.all([
+      fresh ? S.ov.recs : auditRecords(new Date(at - OVERVIEW_MS), new Date(at + 1000)),
+      api('GET', 'tenants/' + t + '/upstreams'), api('GET', 'approvals?status=pending'), api('GET', 'tenants/' + t + '/stops')]);
+    S.ov = { tenant: S.tenant, at, recs };
+    const now = at;
+    const calls = recs.list.filter(isCall);
+    const lastMin = calls.filter((r) => Date.parse(r.time) > now - 60000).length;
+    $('ov-rate').textContent = String(lastMin);
+    $('ov-rate').setAttribute('data-count', String(lastMin));
+    $('ov-total').textContent = String(calls.length) + (recs.cut ? '+' : '');
+    $('ov-total').setAttribute('data-count', String(calls.length));
+    chart($('ov-chart'), $('ov-legend'), 'ov-svg', calls, now - OVERVIEW_MS, now, { w: 400, h: 140, n: 15 }); // a bar a minute
+    const words = new Map();
+    for (const r of calls) {
+      const m = meaning(r);
+      if ((m === 'refused' || m === 'held') && r.word) words.set(r.word, (words.get(r.word) || 0) + 1);
+    }
+    const ws = [...words.entries()].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+    $('ov-words').replaceChildren(...ws.map(([w, n]) => el('li', { 'data-word': w, 'data-count': String(n) },
+      el('span', { class: 'swatch m-' + (w === 'APPROVAL_REQUIRED' ? 'held' : 'refused'), 'aria-hidden': 'true' }), w + ': ' + n)));
+    if (ws.length === 0) $('ov-words').append(el('li', {}, 'No refusal in 15 minutes.'));
+    $('ov-upstreams').replaceChildren(...up.data.upstreams.map((u) => el('li', { 'data-server': u.server, 'data-circuit': u.circuit },
+      el('span', { class: 'badge c-' + u.circuit }, u.circuit), ' ' + u.server + ': ' + u.in_flight + ' in flight' + (u.failures ? ', ' + u.failures + ' consecutive failures' : ''))));
+    if (up.data.upstreams.length === 0) $('ov-upstreams').append(el('li', {}, 'No server.'));
+    const pend = appr.data.approvals.filter((a) => a.tenant === S.tenant);
+    $('ov-approvals').setAttribute('data-count', String(pend.length));
+    $('ov-approvals').replaceChildren(pend.length === 0 ? 'No call waits for approval.' : el('span', {},
+      el('span', { class: 'badge m-held' }, String(pend.length)), ' waiting; the oldest held ', stamp(pend[0].created), '.'));
+    $('ov-stops').replaceChildren(...stops.data.stops.map((s) => el('li', { 'data-server': s.server, 'data-tool': s.tool || '' },
+      (s.tool ? s.tool + ' on ' + s.server : 'server ' + s.server + ' (every tool)') + (s.reason ? ': ' + s.reason : '') + ', since ', stamp(s.at))));
+    if (stops.data.stops.length === 0) $('ov-stops').append(el('li', {}, 'Nothing is stopped.'));
+    $('overview-updated').textContent = 'Updated ' + when(new Date()) + '.';
   }
 
   // Tenants, servers and keys.
   async function loadRegistry() {
     const ts = await api('GET', 'tenants');
-    $('tenants-table').tBodies[0].replaceChildren(...ts.data.tenants.map((t) => el('tr', {},
-      el('td', {}, t.id), el('td', {}, t.tier || ''), el('td', {}, t.refusal_shape || 'error'), el('td', {}, t.webhook_url ? 'yes' : 'no'), el('td', {}, when(t.created)))));
+    fill($('tenants-table'), ts.data.tenants.map((t) => el('tr', {},
+      el('td', {}, t.id), el('td', {}, t.tier || ''), el('td', {}, t.refusal_shape || 'error'), el('td', {}, t.webhook_url ? 'yes' : 'no'), el('td', {}, stamp(t.created)))));
     if (!S.tenant) return;
     const t = enc(S.tenant);
     const [srv, keys] = await Promise.all([api('GET', 'tenants/' + t + '/servers'), api('GET', 'tenants/' + t + '/keys')]);
-    $('servers-table').tBodies[0].replaceChildren(...srv.data.servers.map((s) => el('tr', {},
-      el('td', {}, s.name), el('td', {}, s.url), el('td', {}, s.credential ? s.credential.header : '-'),
+    fill($('servers-table'), srv.data.servers.map((s) => el('tr', {},
+      el('td', {}, s.name), el('td', { class: 'code' }, s.url), el('td', {}, s.credential ? s.credential.header : '-'),
       el('td', {}, Object.entries(s.tools || {}).filter(([, v]) => v.requires_approval).map(([k]) => k).join(', ') || '-'))));
-    $('keys-table').tBodies[0].replaceChildren(...keys.data.keys.map((k) => el('tr', {},
-      el('td', { class: 'code' }, k.id), el('td', {}, k.caller), el('td', {}, when(k.created)), el('td', {}, k.revoked ? 'yes' : 'no'),
+    fill($('keys-table'), keys.data.keys.map((k) => el('tr', {},
+      el('td', { class: 'code' }, k.id), el('td', {}, k.caller), el('td', {}, stamp(k.created)), el('td', {}, k.revoked ? 'yes' : 'no'),
       el('td', {}, k.revoked ? '' : el('button', { type: 'button', 'aria-label': 'Revoke key ' + k.id + ' of ' + k.caller, onclick: () => revoke(k) }, 'Revoke')))));
   }
 
@@ -405,9 +529,9 @@
     if (!S.tenant) return;
     const { data, text } = await api('GET', 'tenants/' + enc(S.tenant) + '/upstreams');
     if (!changed('upstreams', text)) return;
-    $('upstreams-table').tBodies[0].replaceChildren(...data.upstreams.map((u) => el('tr', { 'data-server': u.server },
+    fill($('upstreams-table'), data.upstreams.map((u) => el('tr', { 'data-server': u.server },
       el('td', {}, u.server), el('td', { class: 'circuit' }, u.circuit), el('td', {}, String(u.failures)),
-      el('td', {}, u.open_until ? when(u.open_until) : '-'), el('td', {}, u.probing ? 'a probe call is running' : '-'), el('td', { class: 'inflight' }, String(u.in_flight)))));
+      el('td', {}, u.open_until ? stamp(u.open_until) : '-'), el('td', {}, u.probing ? 'a probe call is running' : '-'), el('td', { class: 'inflight' }, String(u.in_flight)))));
   }
 
   // Pins.
@@ -415,16 +539,24 @@
     if (!S.tenant) return;
     const { data } = await api('GET', 'tenants/' + enc(S.tenant) + '/pins');
     const defButton = (p) => (p.current_def ? el('button', { type: 'button', 'aria-label': 'Show the definition of ' + p.tool + ' now', onclick: () => showDef(p) }, 'Show definition') : null);
-    $('pins-table').tBodies[0].replaceChildren(...data.pins.map((p) => el('tr', {},
-      el('td', {}, p.server), el('td', {}, p.tool), el('td', { class: 'code' }, p.hash), el('td', {}, p.listed ? 'yes' : 'no'),
-      el('td', {}, p.changed ? 'CHANGED' : 'no'), el('td', { class: 'code' }, p.current || '-'), el('td', {}, p.by || ''),
+    fill($('pins-table'), data.pins.map((p) => el('tr', {},
+      el('td', {}, p.server), el('td', {}, p.tool), el('td', { class: 'code' }, short(p.hash)), el('td', {}, p.listed ? 'yes' : 'no'),
+      el('td', {}, p.changed ? 'CHANGED' : 'no'), el('td', { class: 'code' }, short(p.current)), el('td', {}, p.by || ''),
       el('td', {}, defButton(p), p.changed ? el('button', { type: 'button', 'aria-label': 'Pin ' + p.tool + ' as listed now', onclick: () => pin(p, true) }, 'Pin as listed now') : null,
         el('button', { type: 'button', 'aria-label': 'Unpin ' + p.tool, onclick: () => pin(p, false) }, 'Unpin')))));
-    $('unpinned-table').tBodies[0].replaceChildren(...data.unpinned.map((p) => el('tr', {},
-      el('td', {}, p.server), el('td', {}, p.tool), el('td', { class: 'code' }, p.current || '-'),
+    fill($('unpinned-table'), data.unpinned.map((p) => el('tr', {},
+      el('td', {}, p.server), el('td', {}, p.tool), el('td', { class: 'code' }, short(p.current)),
       el('td', {}, defButton(p), el('button', { type: 'button', 'aria-label': 'Pin ' + p.tool, onclick: () => pin(p, true) }, 'Pin')))));
     emptyRow($('pins-table').tBodies[0], 8, 'No pin yet: tools are pinned the first time the gateway lists them.');
     emptyRow($('unpinned-table').tBodies[0], 4, 'Every listed tool is pinned.');
+  }
+
+  // short is a hash's first 12 hex digits after its kind, the whole in its
+  // title (select it there to copy).
+  function short(h) {
+    if (!h) return '-';
+    const i = h.lastIndexOf(':');
+    return el('abbr', { title: h }, h.slice(0, i + 1 + 12) + '…');
   }
 
   function emptyRow(body, cols, text) {
@@ -460,7 +592,7 @@
     S.csrf = si.csrf;
     S.refresh = si.kill_switch_refresh_secs;
     S.hidden = hid.ranges;
-    $('whoami').textContent = shown('signed in as ' + si.principal + ' until ' + when(si.expires));
+    $('whoami').replaceChildren('signed in as ' + si.principal + ' until ', stamp(si.expires));
     const ts = await api('GET', 'tenants');
     const sel = $('tenant');
     sel.replaceChildren(...ts.data.tenants.map((t) => el('option', { value: t.id }, t.id)));
@@ -476,7 +608,7 @@
     for (const e of document.querySelectorAll('input.by')) e.value = byName();
     $('logout').addEventListener('click', async () => {
       await fetch('/admin/console/logout', { method: 'POST', credentials: 'same-origin', headers: { 'X-CSRF-Token': S.csrf } });
-      location.assign('/admin/console/');
+      location.assign('/admin/console/?notice=logged-out');
     });
     $('stop-form').addEventListener('submit', (ev) => { ev.preventDefault(); stopOrResume(true, $('stop-server').value, $('stop-tool').value.trim(), false); });
     $('resume-do').addEventListener('click', () => stopOrResume(false, $('stop-server').value, $('stop-tool').value.trim(), false));
@@ -486,7 +618,8 @@
     window.addEventListener('hashchange', () => route(true));
     route(false);
     // Pages that change on their own are polled.
-    setInterval(() => { if (['approvals', 'stops', 'upstreams'].indexOf(S.page) >= 0) load(S.page); }, 2000);
+    setInterval(() => { if (['overview', 'approvals', 'stops', 'upstreams'].indexOf(S.page) >= 0) load(S.page); }, 2000);
+    setInterval(tick, 10000);
     document.body.setAttribute('data-ready', 'true');
   }
 
