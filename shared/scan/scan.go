@@ -139,6 +139,11 @@ type Options struct {
 	// with '{' or '[' after spaces and parses as one JSON value), and so
 	// on. 0 means DefaultMaxDepth; values above MaxMaxDepth are capped.
 	MaxDepth int
+	// PhoneRegions are the regions (CLDR codes, "US", "FR") whose
+	// national phone formats (without '+') are taken, in the order they
+	// are tried; nil or empty means DefaultPhoneRegions, unknown codes are
+	// left out. Numbers written with '+' are taken for every country.
+	PhoneRegions []string
 }
 
 // Depth bounds of Options.MaxDepth.
@@ -153,7 +158,9 @@ type Scanner struct {
 	on       [numKinds]bool
 	threat   bool // some threat kind is on
 	maxDepth int
-	pool     sync.Pool // *state
+	// phoneRegions: Options.PhoneRegions' metadata, when phones are on.
+	phoneRegions []*phoneRegion
+	pool         sync.Pool // *state
 	bufs     sync.Pool // *[]byte: decoded payloads (inject.go)
 }
 
@@ -178,6 +185,13 @@ func New(o *Options) *Scanner {
 	}
 	for k := numPII; k < numKinds; k++ {
 		s.threat = s.threat || s.on[k]
+	}
+	if s.on[KindPhone] {
+		regions := DefaultPhoneRegions
+		if o != nil && len(o.PhoneRegions) > 0 {
+			regions = o.PhoneRegions
+		}
+		s.phoneRegions = phoneRegions(regions)
 	}
 	s.pool.New = func() any { return newState(s) }
 	return s
