@@ -387,7 +387,7 @@ func (g *corpusGen) negative() string {
 	case 13: // prefixes followed by words
 		return g.one("sk-force-push-over-main", "ghp_not_a_token", "AKIA-prod-db", "xoxb-deploy-now", "glpat-short", "SG.hello.world", "npm_install_done", "eyJhbGci only")
 	case 14: // phone-shaped numbers that are not
-		return g.one("123-456-7890", "000-345-6789", "(123) 456-7890", "+0 123 456", "+1 123 456 7890", "1-800", "+12")
+		return g.one("123-456-7890", "000-345-6789", "(123) 456-7890", "+0 123 456", "+999 123 456 7890", "1-800", "+12")
 	case 15: // dates without a birth
 		return "deployed on " + g.date()
 	case 16: // prices and quantities

@@ -13,10 +13,13 @@ import (
 // code in parentheses, an extension; it drops what cannot be a number
 // (too few or too many digits, a date, a group of one digit inside, a run
 // in a list of numbers) without allocating. A candidate is then checked
-// against libphonenumber's metadata (github.com/nyaruka/phonenumbers):
-// the possible lengths of the country or region, its general pattern (a
-// compiled regexp, no allocation), and last the library's own
-// IsValidNumberForRegion, which knows each number type's pattern.
+// against libphonenumber's metadata (github.com/nyaruka/phonenumbers).
+// One written with '+' needs a known country code and a length that
+// country uses. One written without needs, in one of the scanner's
+// regions, a length and the general pattern of the region (a compiled
+// regexp, no allocation), then the library's IsValidNumberForRegion
+// (each number type's pattern) and the grouping of the library's national
+// format.
 
 // DefaultPhoneRegions are the regions (CLDR codes) whose national formats
 // (a number without '+') the scanner takes when Options.PhoneRegions is
@@ -86,6 +89,14 @@ func phoneRegions(ids []string) []*phoneRegion {
 	return out
 }
 
+// phoneLibBudget is the number of times one Scan (or Redact) asks the
+// library about a phone candidate. Each costs some microseconds and
+// allocations; past the budget, a candidate that has a region's length and
+// matches its general pattern is taken without the library's type
+// patterns and grouping check, so that a document full of numbers costs
+// a bounded time.
+const phoneLibBudget = 128
+
 // maxPhoneDigits bounds a candidate: E.164 has at most 15 digits, and a
 // national number written with its trunk prefix one or two more.
 const maxPhoneDigits = 17
@@ -116,7 +127,7 @@ func (c *phoneCand) addGroup(n int) {
 // ("+46 (0)8 928 571 38", "+1-903-140-4508x769") for every country, or
 // national ("0489 25 37 29", "(08) 8747 6301", "01.84.17.61.18",
 // "415-555-0134") in one of the scanner's regions.
-func (s *Scanner) phone(t string, i int) Finding {
+func (s *Scanner) phone(t string, i int, lib *int) Finding {
 	var rc phoneCand
 	if !readPhone(t, i, &rc) {
 		return none
@@ -124,15 +135,15 @@ func (s *Scanner) phone(t string, i int) Finding {
 	// The checks below hand the digits to regexp and the library: a copy
 	// on the heap, so that rc, read for every candidate, stays on the
 	// stack.
-	c := new(phoneCand)
-	*c = rc
-	if c.plus {
-		if !validInternational(c) {
+	if rc.plus {
+		if !validInternational(&rc) {
 			return none
 		}
-		return Finding{Kind: KindPhone, Rule: "phone-e164", Start: i, End: c.end}
+		return Finding{Kind: KindPhone, Rule: "phone-e164", Start: i, End: rc.end}
 	}
-	r := s.validNational(c)
+	c := new(phoneCand)
+	*c = rc
+	r := s.validNational(c, lib)
 	if r == nil {
 		return none
 	}
@@ -227,15 +238,30 @@ func readPhone(t string, i int, c *phoneCand) bool {
 	if c.end == end && (!numberEnds(t, end) || end+1 < len(t) && (t[end] == '.' || t[end] == '-') && isAlnum(t[end+1])) {
 		return false
 	}
-	if !c.plus && !c.paren && (sep == 0 || date(t, i) >= 0) {
-		// A national number is written in groups; a bare run of digits
-		// is an id, a date is a date.
+	if !c.plus && !c.paren && notNational(t, i, c, sep) {
 		return false
 	}
 	if end+1 < len(t) && t[end] == ' ' && isDigit(t[end+1]) {
 		return false // a list of numbers
 	}
 	return true
+}
+
+// notNational reports whether c, read at t[i] without '+' or an area code
+// in parentheses, is not written as a national number is: a bare run of
+// digits (an id), two groups split by anything but a space ("2024-000123",
+// "1234.5678", "8080-8090") unless a trunk '0' and 9 digits or more make
+// it a national number ("01812-345678"), a last group of one digit (an ISBN's check
+// digit), four dotted groups of at most three digits (an IPv4 address),
+// or a date.
+func notNational(t string, i int, c *phoneCand, sep byte) bool {
+	if sep == 0 || c.ng == 2 && sep != ' ' && !(c.d[0] == '0' && c.n >= 9) || c.groups[c.ng-1] == 1 {
+		return true
+	}
+	if sep == '.' && c.ng == 4 && c.groups[0] <= 3 && c.groups[1] <= 3 && c.groups[2] <= 3 && c.groups[3] <= 3 {
+		return true
+	}
+	return date(t, i) >= 0
 }
 
 // phoneExt returns the end of the extension that follows a number ending
@@ -271,19 +297,19 @@ func phoneExt(t string, e int) int {
 	return j + n
 }
 
-// validInternational reports whether c, written with '+', is a valid
-// number of its country: a known country code, a national significant
-// number of a length and pattern the country has.
+// validInternational reports whether c, written with '+', is a number
+// the library deems possible: a known country code followed by a national
+// significant number of a length that country uses. A '+' and a country
+// code say "phone number" by themselves; a number no operator has been
+// given ("+1-903-140-4508", exchange 140) is taken too.
 func validInternational(c *phoneCand) bool {
 	m := loadPhoneMeta()
 	cc := 0
 	for k := 0; k < 3 && k < c.n; k++ {
 		cc = cc*10 + int(c.d[k]-'0')
-		nsn := c.d[k+1 : c.n]
 		for _, r := range m.byCC[cc] {
-			if r.lengths&(1<<len(nsn)) != 0 && r.general.Match(nsn) {
-				// The library picks the region of a shared country code.
-				return libValid(r.cc, "", nsn) != nil
+			if r.lengths&(1<<(c.n-k-1)) != 0 {
+				return true
 			}
 		}
 	}
@@ -295,7 +321,7 @@ func validInternational(c *phoneCand) bool {
 // numbers: its national prefix (the trunk '0' of most countries, '8' in
 // Russia) where the region's national format has it, and its groups of
 // digits as that format groups them.
-func (s *Scanner) validNational(c *phoneCand) *phoneRegion {
+func (s *Scanner) validNational(c *phoneCand, lib *int) *phoneRegion {
 	d := c.d[:c.n]
 	for _, r := range s.phoneRegions {
 		nsn := d
@@ -305,6 +331,12 @@ func (s *Scanner) validNational(c *phoneCand) *phoneRegion {
 		if r.lengths&(1<<len(nsn)) == 0 || !r.general.Match(nsn) {
 			continue
 		}
+		if *lib <= 0 {
+			// The budget is spent: the region's pattern and lengths
+			// decide.
+			return r
+		}
+		*lib--
 		if num := libValid(r.cc, r.id, nsn); num != nil && c.groupedAs(phonenumbers.Format(num, phonenumbers.NATIONAL), len(d)-len(nsn)) {
 			return r
 		}
@@ -339,9 +371,9 @@ func (c *phoneCand) groupedAs(f string, trunk int) bool {
 }
 
 // libValid asks the library whether nsn, a national significant number
-// of country code cc, is a valid number of region id ("": of any region
-// of cc). It allocates: it runs only for a candidate that passed every
-// cheaper check. It returns the number when valid, nil when not.
+// of country code cc, is a valid number of region id. It allocates: it
+// runs only for a candidate that passed every cheaper check. It returns
+// the number when valid, nil when not.
 func libValid(cc int32, id string, nsn []byte) *phonenumbers.PhoneNumber {
 	var v uint64
 	zeros := 0
@@ -356,7 +388,7 @@ func libValid(cc int32, id string, nsn []byte) *phonenumbers.PhoneNumber {
 		num.ItalianLeadingZero = proto.Bool(true)
 		num.NumberOfLeadingZeros = proto.Int32(int32(zeros))
 	}
-	if id == "" && phonenumbers.IsValidNumber(num) || id != "" && phonenumbers.IsValidNumberForRegion(num, id) {
+	if phonenumbers.IsValidNumberForRegion(num, id) {
 		return num
 	}
 	return nil

@@ -204,7 +204,7 @@ func New(o *Options) *Scanner {
 // something.
 func (s *Scanner) Scan(doc []byte, dst []Finding) ([]Finding, error) {
 	st := s.pool.Get().(*state)
-	st.dst = dst
+	st.dst, st.lib = dst, phoneLibBudget
 	err := st.walk(0, doc)
 	dst = st.dst
 	st.dst = nil
@@ -217,7 +217,7 @@ func (s *Scanner) Scan(doc []byte, dst []Finding) ([]Finding, error) {
 // returns the extended slice. Findings have Path "".
 func (s *Scanner) ScanString(str string, dst []Finding) []Finding {
 	st := s.pool.Get().(*state)
-	st.dst = dst
+	st.dst, st.lib = dst, phoneLibBudget
 	b := unsafe.Slice(unsafe.StringData(str), len(str)) // read only
 	st.levels[0].Visit(&String{Raw: b, Decoded: b, End: len(b)})
 	dst = st.dst
@@ -230,6 +230,7 @@ func (s *Scanner) ScanString(str string, dst []Finding) []Finding {
 type state struct {
 	s      *Scanner
 	dst    []Finding
+	lib    int // library checks of phone candidates left (phoneLibBudget)
 	levels [MaxMaxDepth]level
 }
 
@@ -272,7 +273,7 @@ func (l *level) Visit(str *String) error {
 		fallthrough
 	default:
 		t := unsafe.String(unsafe.SliceData(str.Decoded), len(str.Decoded)) // read only, during this call
-		st.dst = s.text(t, str.Member, st.dst)
+		st.dst = s.text(t, str.Member, st.dst, &st.lib)
 	}
 	for i := mark; i < len(st.dst); i++ {
 		f := &st.dst[i]

@@ -51,8 +51,9 @@ var trigger = func() (t [256]uint16) {
 }()
 
 // text appends the findings in t, one decoded string; member is the raw
-// key of the member t is the value of (nil for none).
-func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
+// key of the member t is the value of (nil for none); lib counts down the
+// phone candidates the library may still check (phoneLibBudget).
+func (s *Scanner) text(t string, member []byte, dst []Finding, lib *int) []Finding {
 	mark := len(dst)
 	on := &s.on
 	// f is set on every path before it is read; declared once, it is not
@@ -70,7 +71,7 @@ func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
 			switch {
 			case tr&trDigit != 0:
 				if numberStart(t, i) {
-					f = s.numeric(t, i, member)
+					f = s.numeric(t, i, member, lib)
 				}
 			case tr&(trCred|trUpper) != 0 && startsWord(t, i):
 				if tr&trCred != 0 && on[KindCredential] {
@@ -109,12 +110,12 @@ func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
 				if !on[KindPhone] || i > 0 && isAlnum(t[i-1]) {
 					continue
 				}
-				f = s.phone(t, i)
+				f = s.phone(t, i, lib)
 			case tr&trParen != 0:
 				if !on[KindPhone] || i > 0 && isAlnum(t[i-1]) {
 					continue
 				}
-				f = s.phone(t, i)
+				f = s.phone(t, i, lib)
 			case tr&trAssign != 0:
 				if !on[KindCredential] {
 					continue
@@ -183,7 +184,7 @@ func lastEnd(dst []Finding, mark int) int {
 // 2 or 4, a phone number in national format with a group of 2 to 6
 // followed by a separator (or "8 (", Russia's trunk prefix and an area
 // code).
-func (s *Scanner) numeric(t string, i int, member []byte) Finding {
+func (s *Scanner) numeric(t string, i int, member []byte, lib *int) Finding {
 	n := runMax(t[i:], isDigit, 20)
 	phone := n <= 6 && i+n+2 < len(t) && isPhoneSep(t[i+n]) && (n > 1 || t[i+2] == '(') && s.on[KindPhone]
 	if n > 19 || !phone && (n == 1 || n >= 5 && n <= 8 || n >= 10 && n <= 11) {
@@ -206,7 +207,7 @@ func (s *Scanner) numeric(t string, i int, member []byte) Finding {
 		}
 	}
 	if phone {
-		if f := s.phone(t, i); f.Start >= 0 {
+		if f := s.phone(t, i, lib); f.Start >= 0 {
 			return f
 		}
 	}
