@@ -161,7 +161,7 @@ type Scanner struct {
 	// phoneRegions: Options.PhoneRegions' metadata, when phones are on.
 	phoneRegions []*phoneRegion
 	pool         sync.Pool // *state
-	bufs     sync.Pool // *[]byte: decoded payloads (inject.go)
+	bufs         sync.Pool // *[]byte: decoded payloads (inject.go)
 }
 
 // New returns a Scanner for o (nil: PIIKinds, DefaultMaxDepth). o is
