@@ -5,7 +5,8 @@ import "strings"
 var none = Finding{Start: -1}
 
 // card: a payment card number at t[i]: 12 to 19 digits, in one group or
-// in groups of 3 to 8 (the first of 4) split by one kind of separator
+// in groups of 3 to 9 (the first of 4; after three groups of 4, the last
+// may have 1 or 2: "6740 8920 3912 9") split by one kind of separator
 // (single spaces, dashes or dots), in an issuer's range and of a length
 // that issuer uses (iins), passing the Luhn check, not touching a letter
 // or another digit, and not a field of a colon-separated name (an AWS
@@ -42,11 +43,13 @@ func card(t string, i int) Finding {
 	}
 	total := 0
 	best := -1
+	fours := true // every group so far has 4 digits
 	for b := 0; b < ng; b++ {
 		n := groups[b][1] - groups[b][0]
-		if b > 0 && (n < 3 || n > 8) {
+		if b > 0 && (n > 9 || n < 3 && !(fours && b >= 3)) {
 			break
 		}
+		fours = fours && n == 4
 		total += n
 		if total >= 12 && numberEnds(t, groups[b][1]) && !(b+1 < ng && sep != ' ') &&
 			issuer(digits[:total]) && luhn(digits[:total]) {
