@@ -170,9 +170,19 @@ func readPhone(t string, i int, c *phoneCand) bool {
 		if j >= len(t) || t[j] < '1' || t[j] > '9' {
 			return false
 		}
-	} else if i >= 2 && t[i-1] == ' ' && isDigit(t[i-2]) || i >= 1 && (isDigit(t[i-1]) || t[i-1] == '+') {
-		// The number goes on before it: a list of numbers, or the
-		// middle of one already passed.
+	}
+	if i >= 2 && (t[i-1] == ' ' || t[i-1] == ':') && isDigit(t[i-2]) || !c.plus && i >= 1 && (isDigit(t[i-1]) || t[i-1] == '+' || t[i-1] == '-') {
+		// The number goes on before it (a list of numbers, a time's
+		// seconds, a MAC address), or it has a sign (a time zone's
+		// offset, "-0800 2009").
+		return false
+	}
+	if !c.plus && i >= 1 && t[i-1] == '[' {
+		return false // a list: "[239 191 189]"
+	}
+	if i >= 3 && (t[i-1] == ' ' || t[i-1] == ':') && isHex(t[i-2]) && isHex(t[i-3]) && (i == 3 || !isLetter(t[i-4])) {
+		// A hex byte before it: a hex dump ("4b 03 04 14 00 00"), a
+		// device number ("fc:01 787766").
 		return false
 	}
 	sep := byte(0)
@@ -233,6 +243,9 @@ func readPhone(t string, i int, c *phoneCand) bool {
 	}
 	if end < 0 || c.n < 7 {
 		return false
+	}
+	if end < len(t) && t[end] == ':' {
+		return false // a time, "2006-002 15:04:05"
 	}
 	c.end = phoneExt(t, end)
 	if c.end == end && (!numberEnds(t, end) || end+1 < len(t) && (t[end] == '.' || t[end] == '-') && isAlnum(t[end+1])) {

@@ -66,18 +66,7 @@ var phoneExampleFloors = map[string]float64{"international": 0.99, "e164": 0.99,
 // library writes it: international and E.164 for every region, national
 // for DefaultPhoneRegions. Run with -v for the counts and the misses.
 func TestPhoneLibraryExamples(t *testing.T) {
-	s := New(nil)
-	total := map[string]int{}
-	found := map[string]int{}
-	var missed []string
-	for _, e := range libraryExamples() {
-		total[e.format]++
-		if phoneFound(s, e.text) {
-			found[e.format]++
-		} else if len(missed) < 60 {
-			missed = append(missed, e.region+"/"+e.typ+"/"+e.format+" "+e.text)
-		}
-	}
+	found, total, missed := phoneExampleScore(New(nil))
 	for _, f := range []string{"international", "e164", "national"} {
 		share := float64(found[f]) / float64(total[f])
 		t.Logf("%-13s %5d of %5d found (%.4f)", f, found[f], total[f], share)
@@ -89,6 +78,21 @@ func TestPhoneLibraryExamples(t *testing.T) {
 	if total["national"] < 30*2 {
 		t.Errorf("only %d national examples", total["national"])
 	}
+}
+
+// phoneExampleScore counts, by format, the library's example numbers s
+// finds, and names the first it misses.
+func phoneExampleScore(s *Scanner) (found, total map[string]int, missed []string) {
+	total, found = map[string]int{}, map[string]int{}
+	for _, e := range libraryExamples() {
+		total[e.format]++
+		if phoneFound(s, e.text) {
+			found[e.format]++
+		} else if len(missed) < 60 {
+			missed = append(missed, e.region+"/"+e.typ+"/"+e.format+" "+e.text)
+		}
+	}
+	return found, total, missed
 }
 
 // TestPhoneFormats: the formats people type, and what is not a phone
@@ -139,7 +143,9 @@ var cleanTexts = []string{
 	"1 2 3 4 5 6 7 8 9 10", "10 20 30 40 50 60", "834 67 1040 46 12", "1920x1080", "lat 52.520008, lon 13.404954",
 	"sha 9f86d081884c7d659a2feaa0c55ad015", "page 12 of 345", "room 1204-1206", "pages 123-456",
 	"chapter 3.2.1", "call at 09:30", "step 1/2/3", "2026-11-30/2026-12-01", "0000 0000 0000",
-	"tracking 1Z999AA10123456784", "(2024) 123-130", "(c) 2026", "f(415) 555",
+	"tracking 1Z999AA10123456784", "(2024) 123-130", "(c) 2026", "f(415) 555", "1234 5678 9012 3456",
+	"1234-5678-9012-3456", "[239 191 189]", "Wed Feb 04 21:00:57 -0800 2009", "21:00:57 +1130 2010", "fc:01 787766",
+	"4b 03 04 14 00 00", "{-6480181133964513127, -7317004403633452381, 6011544915663598137, 5932255307352610768}",
 }
 
 // TestPhoneLibraryBounded: a text full of phone-shaped numbers that are

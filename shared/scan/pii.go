@@ -9,8 +9,10 @@ var none = Finding{Start: -1}
 // may have 1 or 2: "6740 8920 3912 9") split by one kind of separator
 // (single spaces, dashes or dots), in an issuer's range and of a length
 // that issuer uses (iins), passing the Luhn check, not touching a letter
-// or another digit, and not a field of a colon-separated name (an AWS
-// account id in "arn:aws:iam::123456789012:role/x"). The longest such run
+// or another digit, not after a minus sign, and not a field of a
+// colon-separated name (an AWS
+// account id in "arn:aws:iam::123456789012:role/x"), nor, unseparated, an
+// item of a list of big integers (bigNumberList). The longest such run
 // of groups wins, so "4111 1111 1111 1111 2029" is a card and a year.
 func card(t string, i int) Finding {
 	var groups [8][2]int
@@ -33,7 +35,9 @@ func card(t string, i int) Finding {
 		}
 		break
 	}
-	if ng == 0 {
+	if ng == 0 || i > 0 && t[i-1] == '-' || midGroups(t, i) {
+		// A negative number is no card, nor the tail of a longer run of
+		// groups ("1234 5678 9012 3456": not 5678 9012 3456).
 		return none
 	}
 	if ng > 1 {
@@ -59,10 +63,52 @@ func card(t string, i int) Finding {
 	if best < 0 {
 		return none
 	}
-	if e := groups[best][1]; e+1 < len(t) && t[e] == ':' && isAlnum(t[e+1]) {
+	if e := groups[best][1]; e+1 < len(t) && t[e] == ':' && isAlnum(t[e+1]) || best == 0 && bigNumberList(t, i, groups[0][1]) {
 		return none
 	}
 	return Finding{Kind: KindCard, Rule: "card-luhn", Start: i, End: groups[best][1]}
+}
+
+// midGroups reports whether t[i] follows a group of four digits and a
+// separator: the number is the rest of a run of groups that started
+// before it.
+func midGroups(t string, i int) bool {
+	return i >= 5 && (t[i-1] == ' ' || t[i-1] == '-' || t[i-1] == '.') && run(t[i-5:i-1], isDigit) == 4 && (i == 5 || !isDigit(t[i-6]))
+}
+
+// bigNumberList reports whether the run of digits t[i:e] is an item of a
+// comma-separated list of big integers (random seeds, constants in code):
+// a neighbour item has 10 digits or more. A card number beside short
+// items ("4111111111111111,12/29,123") is not such a list.
+func bigNumberList(t string, i, e int) bool {
+	j := e
+	if j < len(t) && t[j] == ',' {
+		j++
+		if j < len(t) && t[j] == ' ' {
+			j++
+		}
+		if j < len(t) && t[j] == '-' {
+			j++
+		}
+		if runMax(t[j:], isDigit, 10) == 10 {
+			return true
+		}
+	}
+	j = i
+	if j > 0 && t[j-1] == '-' {
+		j--
+	}
+	if j > 0 && t[j-1] == ' ' {
+		j--
+	}
+	if j == 0 || t[j-1] != ',' {
+		return false
+	}
+	n := 0
+	for k := j - 2; k >= 0 && isDigit(t[k]) && n < 10; k-- {
+		n++
+	}
+	return n >= 10
 }
 
 // iin is one range of issuer identification numbers: the first digits
