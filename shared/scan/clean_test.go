@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -49,7 +49,11 @@ func TestOutsideCleanText(t *testing.T) {
 			}
 		}
 	}
-	roots := []string{filepath.Join(runtime.GOROOT(), "src")}
+	goroot, err := exec.Command("go", "env", "GOROOT").Output()
+	if err != nil {
+		t.Fatalf("go env GOROOT: %v", err)
+	}
+	roots := []string{filepath.Join(strings.TrimSpace(string(goroot)), "src")}
 	if raceEnabled {
 		roots = []string{filepath.Join(roots[0], "time"), filepath.Join(roots[0], "net"), filepath.Join(roots[0], "strconv")}
 	}
