@@ -2,6 +2,8 @@ package scan
 
 import (
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/nyaruka/phonenumbers"
@@ -40,6 +42,115 @@ type phoneRegion struct {
 	prefix  string         // the national (trunk) prefix, "" for none
 	lengths uint32         // bit n: a national significant number may have n digits
 	general *regexp.Regexp // the region's general pattern, anchored
+	// shapes are the groups the region's national formats print, when
+	// every format could be read; nil: any grouping may be one.
+	shapes []phoneShape
+}
+
+// phoneShape is the groups of digits one national format prints: the
+// least and most digits of each group.
+type phoneShape struct {
+	n        int
+	min, max [8]uint8
+}
+
+// readShape reads a format's pattern ("(\d{3})(\d{2,3})(\d)") and its
+// format ("$1 $2-$3", adjacent groups joined) into a shape; ok is false
+// for anything else.
+func readShape(pattern, format string) (sh phoneShape, ok bool) {
+	var gmin, gmax [8]int
+	ng := 0
+	for i := 0; i < len(pattern); {
+		if pattern[i] != '(' || ng == len(gmin) {
+			return sh, false
+		}
+		j := strings.IndexByte(pattern[i:], ')')
+		if j < 0 {
+			return sh, false
+		}
+		body := pattern[i+1 : i+j]
+		i += j + 1
+		if !strings.HasPrefix(body, `\d`) {
+			return sh, false
+		}
+		q := body[2:]
+		lo, hi := 1, 1
+		if q != "" {
+			if q[0] != '{' || q[len(q)-1] != '}' {
+				return sh, false
+			}
+			a, b, two := strings.Cut(q[1:len(q)-1], ",")
+			var err1, err2 error
+			lo, err1 = strconv.Atoi(a)
+			hi, err2 = lo, nil
+			if two {
+				hi, err2 = strconv.Atoi(b)
+			}
+			if err1 != nil || err2 != nil || hi < lo || hi > 20 {
+				return sh, false
+			}
+		}
+		gmin[ng], gmax[ng] = lo, hi
+		ng++
+	}
+	// The format: "$k" in order; two with nothing between are one group.
+	k, prevDollar := 0, false
+	for i := 0; i < len(format); i++ {
+		if format[i] != '$' || i+1 >= len(format) || format[i+1] != byte('1'+k) {
+			prevDollar = false
+			continue
+		}
+		if prevDollar && sh.n > 0 {
+			sh.min[sh.n-1] += uint8(gmin[k])
+			sh.max[sh.n-1] += uint8(gmax[k])
+		} else {
+			sh.min[sh.n], sh.max[sh.n] = uint8(gmin[k]), uint8(gmax[k])
+			sh.n++
+		}
+		k++
+		i++
+		prevDollar = i+1 < len(format) && format[i+1] == '$'
+	}
+	return sh, k == ng && ng > 0
+}
+
+// shaped reports whether c's groups may be one of r's national formats:
+// as many groups (or one more, the national prefix apart), each of a
+// length the format prints, the first perhaps with the national prefix
+// (trunk digits) or in parentheses. It is a cheap filter before the
+// library; groupedAs is the verdict.
+func (r *phoneRegion) shaped(c *phoneCand, trunk int) bool {
+	if r.shapes == nil {
+		return true
+	}
+	g := c.groups[:c.ng]
+	if trunk > 0 && len(g) > 1 && int(g[0]) == trunk {
+		g = g[1:]
+		trunk = 0
+	}
+	for _, sh := range r.shapes {
+		if sh.n != len(g) {
+			continue
+		}
+		ok := true
+		for k := range g {
+			w := int(g[k])
+			if k == 0 {
+				w -= trunk
+				if w < int(sh.min[0]) && w+trunk >= int(sh.min[0]) {
+					w += trunk
+				}
+			}
+			if w < int(sh.min[k]) || w > int(sh.max[k]) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
 }
 
 // phoneMeta is the library's metadata as the scanner reads it.
@@ -68,6 +179,14 @@ var loadPhoneMeta = sync.OnceValue(func() *phoneMeta {
 			continue
 		}
 		r.general = re
+		for _, f := range md.GetNumberFormat() {
+			sh, ok := readShape(f.GetPattern(), f.GetFormat())
+			if !ok {
+				r.shapes = nil
+				break
+			}
+			r.shapes = append(r.shapes, sh)
+		}
 		if r.id != "001" {
 			m.regions[r.id] = r
 		}
@@ -341,7 +460,7 @@ func (s *Scanner) validNational(c *phoneCand, lib *int) *phoneRegion {
 		if r.prefix != "" && len(d) > len(r.prefix) && string(d[:len(r.prefix)]) == r.prefix {
 			nsn = d[len(r.prefix):]
 		}
-		if r.lengths&(1<<len(nsn)) == 0 || !r.general.Match(nsn) {
+		if r.lengths&(1<<len(nsn)) == 0 || !r.shaped(c, len(d)-len(nsn)) || !r.general.Match(nsn) {
 			continue
 		}
 		if *lib <= 0 {
