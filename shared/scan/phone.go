@@ -2,6 +2,7 @@ package scan
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,13 +197,24 @@ var loadPhoneMeta = sync.OnceValue(func() *phoneMeta {
 })
 
 // phoneRegions returns the metadata of the regions named, in order,
-// leaving out unknown names.
+// leaving out unknown names. A region of the North American plan brings
+// the plan's other regions after the list: they share its formats, and a
+// Caribbean area code ("(242) 322-2823") is written as a US one.
 func phoneRegions(ids []string) []*phoneRegion {
 	m := loadPhoneMeta()
 	out := make([]*phoneRegion, 0, len(ids))
+	nanp := false
 	for _, id := range ids {
-		if r := m.regions[id]; r != nil {
+		if r := m.regions[id]; r != nil && !slices.Contains(out, r) {
 			out = append(out, r)
+			nanp = nanp || r.cc == 1
+		}
+	}
+	if nanp {
+		for _, r := range m.byCC[1] {
+			if !slices.Contains(out, r) {
+				out = append(out, r)
+			}
 		}
 	}
 	return out

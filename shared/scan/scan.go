@@ -142,7 +142,8 @@ type Options struct {
 	// PhoneRegions are the regions (CLDR codes, "US", "FR") whose
 	// national phone formats (without '+') are taken, in the order they
 	// are tried; nil or empty means DefaultPhoneRegions, unknown codes are
-	// left out. Numbers written with '+' are taken for every country.
+	// left out; a region of the North American plan brings the plan's
+	// other regions. Numbers written with '+' are taken for every country.
 	PhoneRegions []string
 }
 
