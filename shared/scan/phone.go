@@ -263,15 +263,15 @@ func (s *Scanner) phone(t string, i int, lib *int) Finding {
 	if !readPhone(t, i, &rc) {
 		return none
 	}
-	// The checks below hand the digits to regexp and the library: a copy
-	// on the heap, so that rc, read for every candidate, stays on the
-	// stack.
 	if rc.plus {
 		if !validInternational(&rc) {
 			return none
 		}
 		return Finding{Kind: KindPhone, Rule: "phone-e164", Start: i, End: rc.end}
 	}
+	// The national checks hand the digits to regexp and the library: a
+	// copy on the heap, so that rc, read for every candidate, stays on
+	// the stack.
 	c := new(phoneCand)
 	*c = rc
 	r := s.validNational(c, lib)
@@ -290,9 +290,11 @@ func isPhoneSep(c byte) bool { return c == ' ' || c == '-' || c == '.' || c == '
 
 // readPhone reads the candidate at t[i] into c and reports whether it has
 // a phone number's shape: groups of digits split by single separators
-// (spaces and dashes may mix, dots and slashes may not), an area code in parentheses, "(0)" after a country code, 7 to
-// 17 digits, no inner group of one digit, not a date, not in a list of
-// numbers, then perhaps an extension ("x769", " ext. 12", "#12").
+// (spaces and dashes may mix, dots and slashes may not), an area code in
+// parentheses, "(0)" after a country code, 7 to 17 digits, in a national
+// number no inner group of one digit (notNational says what else is
+// dropped), not after a sign, a hex byte or '[', not in a list of numbers
+// or before ':', then perhaps an extension ("x769", " ext. 12", "#12").
 func readPhone(t string, i int, c *phoneCand) bool {
 	j := i
 	if t[j] == '+' {
