@@ -186,7 +186,7 @@ func lastEnd(dst []Finding, mark int) int {
 // code).
 func (s *Scanner) numeric(t string, i int, member []byte, lib *int) Finding {
 	n := runMax(t[i:], isDigit, 20)
-	phone := n <= 6 && i+n+2 < len(t) && isPhoneSep(t[i+n]) && (n > 1 || t[i+2] == '(') && s.on[KindPhone]
+	phone := n <= 6 && i+n+2 < len(t) && isPhoneSep(t[i+n]) && (isDigit(t[i+n+1]) && n > 1 || t[i+n+1] == '(') && s.on[KindPhone]
 	if n > 19 || !phone && (n == 1 || n >= 5 && n <= 8 || n >= 10 && n <= 11) {
 		return none
 	}
