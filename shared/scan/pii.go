@@ -4,12 +4,16 @@ import "strings"
 
 var none = Finding{Start: -1}
 
-// card: a payment card number at t[i]: 13 to 19 digits, in one group or
-// in groups of 3 to 8 (the first of 4) split by one kind of
-// separator (single spaces or single dashes), in an issuer's range and of
-// a length that issuer uses, passing the Luhn check, not touching a
-// letter or another digit. The longest such run of groups wins, so
-// "4111 1111 1111 1111 2029" is a card and a year.
+// card: a payment card number at t[i]: 12 to 19 digits, in one group or
+// in groups of 3 to 9 (the first of 4; after three groups of 4, the last
+// may have 1 or 2: "6740 8920 3912 9") split by one kind of separator
+// (single spaces, dashes or dots), in an issuer's range and of a length
+// that issuer uses (iins), passing the Luhn check, not touching a letter
+// or another digit, not after a minus sign, and not a field of a
+// colon-separated name (an AWS
+// account id in "arn:aws:iam::123456789012:role/x"), nor, unseparated, an
+// item of a list of big integers (bigNumberList). The longest such run
+// of groups wins, so "4111 1111 1111 1111 2029" is a card and a year.
 func card(t string, i int) Finding {
 	var groups [8][2]int
 	var digits [19]byte
@@ -24,14 +28,16 @@ func card(t string, i int) Finding {
 		nd += copy(digits[nd:], t[j:k])
 		groups[ng] = [2]int{j, k}
 		ng++
-		if k+1 < len(t) && (t[k] == ' ' || t[k] == '-') && isDigit(t[k+1]) && (sep == 0 || t[k] == sep) {
+		if k+1 < len(t) && (t[k] == ' ' || t[k] == '-' || t[k] == '.') && isDigit(t[k+1]) && (sep == 0 || t[k] == sep) {
 			sep = t[k]
 			j = k + 1
 			continue
 		}
 		break
 	}
-	if ng == 0 {
+	if ng == 0 || i > 0 && t[i-1] == '-' || midGroups(t, i) {
+		// A negative number is no card, nor the tail of a longer run of
+		// groups ("1234 5678 9012 3456": not 5678 9012 3456).
 		return none
 	}
 	if ng > 1 {
@@ -41,13 +47,15 @@ func card(t string, i int) Finding {
 	}
 	total := 0
 	best := -1
+	fours := true // every group so far has 4 digits
 	for b := 0; b < ng; b++ {
 		n := groups[b][1] - groups[b][0]
-		if b > 0 && (n < 3 || n > 8) {
+		if b > 0 && (n > 9 || n < 3 && !(fours && b >= 3)) {
 			break
 		}
+		fours = fours && n == 4
 		total += n
-		if total >= 13 && numberEnds(t, groups[b][1]) && !(b+1 < ng && sep == '-') &&
+		if total >= 12 && numberEnds(t, groups[b][1]) && !(b+1 < ng && sep != ' ') &&
 			issuer(digits[:total]) && luhn(digits[:total]) {
 			best = b
 		}
@@ -55,30 +63,110 @@ func card(t string, i int) Finding {
 	if best < 0 {
 		return none
 	}
+	if e := groups[best][1]; e+1 < len(t) && t[e] == ':' && isAlnum(t[e+1]) || best == 0 && bigNumberList(t, i, groups[0][1]) {
+		return none
+	}
 	return Finding{Kind: KindCard, Rule: "card-luhn", Start: i, End: groups[best][1]}
 }
 
+// midGroups reports whether t[i] follows a group of four digits and a
+// separator: the number is the rest of a run of groups that started
+// before it.
+func midGroups(t string, i int) bool {
+	return i >= 5 && (t[i-1] == ' ' || t[i-1] == '-' || t[i-1] == '.') && run(t[i-5:i-1], isDigit) == 4 && (i == 5 || !isDigit(t[i-6]))
+}
+
+// bigNumberList reports whether the run of digits t[i:e] is an item of a
+// comma-separated list of big integers (random seeds, constants in code):
+// a neighbour item has 10 digits or more. A card number beside short
+// items ("4111111111111111,12/29,123") is not such a list.
+func bigNumberList(t string, i, e int) bool {
+	j := e
+	if j < len(t) && t[j] == ',' {
+		j++
+		if j < len(t) && t[j] == ' ' {
+			j++
+		}
+		if j < len(t) && t[j] == '-' {
+			j++
+		}
+		if runMax(t[j:], isDigit, 10) == 10 {
+			return true
+		}
+	}
+	j = i
+	if j > 0 && t[j-1] == '-' {
+		j--
+	}
+	if j > 0 && t[j-1] == ' ' {
+		j--
+	}
+	if j == 0 || t[j-1] != ',' {
+		return false
+	}
+	n := 0
+	for k := j - 2; k >= 0 && isDigit(t[k]) && n < 10; k-- {
+		n++
+	}
+	return n >= 10
+}
+
+// iin is one range of issuer identification numbers: the first digits
+// of a card number from lo to hi, and the lengths (bit n: n digits) the
+// network issues in it.
+type iin struct {
+	lo, hi  uint32
+	digits  int
+	lengths uint32
+}
+
+func lens(from, to int) uint32 { return 1<<(to+1) - 1<<from }
+
+// iins are the ranges the card networks publish (their own rules, and
+// the ranges the npm package credit-card-type 10.3 lists by brand): Visa,
+// Mastercard, American Express, Diners Club, Discover, JCB, UnionPay,
+// Maestro, Mir, RuPay, Troy, Elo, Verve, Hipercard, Dankort. Ranges
+// inside a wider one (Elo's and Verve's 50 and 65, RuPay's 60 and 65,
+// Troy's 65) are covered by it. UATP (1, 15 digits) is left out: it is
+// an airline's card and 15-digit ids starting with 1 are common.
+var iins = []iin{
+	{4, 4, 1, 1<<13 | 1<<16 | 1<<18 | 1<<19}, // Visa
+	{493698, 493698, 6, lens(12, 19)},        // Maestro
+	{51, 55, 2, 1 << 16},                     // Mastercard
+	{2221, 2720, 4, 1 << 16},                 // Mastercard
+	{2200, 2204, 4, lens(16, 19)},            // Mir
+	{34, 34, 2, 1 << 15},                     // American Express
+	{37, 37, 2, 1 << 15},                     // American Express
+	{300, 305, 3, lens(14, 19)},              // Diners Club
+	{3095, 3095, 4, lens(14, 19)},            // Diners Club
+	{36, 36, 2, lens(14, 19)},                // Diners Club
+	{38, 39, 2, lens(14, 19)},                // Diners Club
+	{3528, 3589, 4, lens(16, 19)},            // JCB, RuPay's 353 and 356
+	{1800, 1800, 4, lens(15, 19)},            // JCB
+	{2131, 2131, 4, lens(15, 19)},            // JCB
+	{50, 50, 2, lens(12, 19)},                // Maestro, Dankort, Verve, Elo, RuPay
+	{56, 69, 2, lens(12, 19)},                // Maestro; Discover, UnionPay, RuPay, Elo, Troy, Hipercard, Verve (12-19 covers them)
+	{810, 810, 3, lens(14, 19)},              // UnionPay
+	{8110, 8171, 4, lens(14, 19)},            // UnionPay
+	{82, 82, 2, 1 << 16},                     // RuPay
+	{9792, 9792, 4, 1 << 16},                 // Troy
+}
+
 // issuer reports whether d, the digits of a card number, start in a
-// network's range and have a length that network issues: Visa (4; 13, 16,
-// 19), Mastercard (51-55, 2221-2720; 16), American Express (34, 37; 15),
-// Discover (6011, 644-649, 65; 16-19), JCB (3528-3589; 16-19), Diners Club
-// (300-305, 3095, 36, 38, 39; 14-19), UnionPay (62; 16-19).
+// network's range (iins) and have a length that network issues.
 func issuer(d []byte) bool {
-	n := len(d)
-	p2 := int(d[0]-'0')*10 + int(d[1]-'0')
-	p3 := p2*10 + int(d[2]-'0')
-	p4 := p3*10 + int(d[3]-'0')
-	switch {
-	case d[0] == '4':
-		return n == 13 || n == 16 || n == 19
-	case p2 >= 51 && p2 <= 55, p4 >= 2221 && p4 <= 2720:
-		return n == 16
-	case p2 == 34 || p2 == 37:
-		return n == 15
-	case p4 == 6011, p3 >= 644 && p3 <= 649, p2 == 65, p2 == 62, p4 >= 3528 && p4 <= 3589:
-		return n >= 16 && n <= 19
-	case p3 >= 300 && p3 <= 305, p4 == 3095, p2 == 36, p2 == 38, p2 == 39:
-		return n >= 14 && n <= 19
+	bit := uint32(1) << len(d)
+	for _, r := range iins {
+		if r.lengths&bit == 0 || len(d) < r.digits {
+			continue
+		}
+		v := uint32(0)
+		for _, c := range d[:r.digits] {
+			v = v*10 + uint32(c-'0')
+		}
+		if v >= r.lo && v <= r.hi {
+			return true
+		}
 	}
 	return false
 }
@@ -182,95 +270,6 @@ func date(t string, i int) int {
 		return i + 10
 	}
 	return -1
-}
-
-// isNXX reports whether t[j:j+3] is a North American area code or
-// exchange: three digits, the first 2 to 9.
-func isNXX(t string, j int) bool {
-	return j+3 <= len(t) && t[j] >= '2' && t[j] <= '9' && isDigit(t[j+1]) && isDigit(t[j+2])
-}
-
-// phoneNational: a North American number at t[i]: NXX-NXX-XXXX with one
-// kind of separator ('-', '.' or a space).
-func phoneNational(t string, i int) Finding {
-	if i+12 > len(t) || !isNXX(t, i) {
-		return none
-	}
-	s := t[i+3]
-	if s != '-' && s != '.' && s != ' ' || t[i+7] != s || !isNXX(t, i+4) ||
-		run(t[i+8:i+12], isDigit) != 4 || !numberEnds(t, i+12) || spacedRun(t, i, i+12, s) {
-		return none
-	}
-	return Finding{Kind: KindPhone, Rule: "phone-nanp", Start: i, End: i + 12}
-}
-
-// phoneParen: "(NXX) NXX-XXXX", the space optional, the dash perhaps a
-// space or a dot.
-func phoneParen(t string, i int) Finding {
-	if i > 0 && isAlnum(t[i-1]) || !isNXX(t, i+1) || i+5 > len(t) || t[i+4] != ')' {
-		return none
-	}
-	j := i + 5
-	if j < len(t) && t[j] == ' ' {
-		j++
-	}
-	if j+8 > len(t) || !isNXX(t, j) || t[j+3] != '-' && t[j+3] != ' ' && t[j+3] != '.' ||
-		run(t[j+4:j+8], isDigit) != 4 || !numberEnds(t, j+8) {
-		return none
-	}
-	return Finding{Kind: KindPhone, Rule: "phone-nanp", Start: i, End: j + 8}
-}
-
-// phoneE164: an international number at t[i], '+': a country code that
-// does not start with 0, then 8 to 15 digits in all, in groups split by
-// single spaces, dashes or dots, the area perhaps in parentheses. A
-// number with country code 1 has 11 digits and a valid area code.
-func phoneE164(t string, i int) Finding {
-	j := i + 1
-	if j >= len(t) || t[j] < '1' || t[j] > '9' {
-		return none
-	}
-	var d [16]byte
-	n := 0
-	end := j
-	for j < len(t) && n <= 15 {
-		c := t[j]
-		switch {
-		case isDigit(c):
-			d[n] = c
-			n++
-			j++
-			end = j
-			continue
-		case (c == ' ' || c == '-' || c == '.') && j+1 < len(t) && (isDigit(t[j+1]) || t[j+1] == '('):
-			j++
-			continue
-		case c == '(' && j+1 < len(t) && isDigit(t[j+1]):
-			k := j + 1 + runMax(t[j+1:], isDigit, 5)
-			if k < len(t) && t[k] == ')' && k-j-1 <= 4 {
-				for _, c := range []byte(t[j+1 : k]) {
-					if n < len(d) {
-						d[n] = c
-						n++
-					}
-				}
-				j = k + 1
-				end = j
-				if j < len(t) && (t[j] == ' ' || t[j] == '-') && j+1 < len(t) && isDigit(t[j+1]) {
-					j++
-				}
-				continue
-			}
-		}
-		break
-	}
-	if n < 8 || n > 15 || !numberEnds(t, end) {
-		return none
-	}
-	if d[0] == '1' && (n != 11 || d[1] < '2' || d[4] < '2') {
-		return none
-	}
-	return Finding{Kind: KindPhone, Rule: "phone-e164", Start: i, End: end}
 }
 
 // ibanLen is the registered length of each country's IBAN, by its ISO

@@ -29,7 +29,7 @@ func (s *Scanner) Redact(doc []byte, kinds func(Kind) bool) (out []byte, found [
 	if !slices.ContainsFunc(found, func(f Finding) bool { return kinds(f.Kind) }) {
 		return doc, found, nil
 	}
-	r := &redactor{s: s, kinds: kinds}
+	r := &redactor{s: s, kinds: kinds, lib: phoneLibBudget}
 	out, _, err = r.doc(0, doc)
 	if err != nil {
 		return doc, found, err // not reached: Scan parsed doc
@@ -42,6 +42,7 @@ type redactor struct {
 	s     *Scanner
 	kinds func(Kind) bool
 	tmp   []Finding
+	lib   int // library checks of phone candidates left (phoneLibBudget)
 }
 
 // edit replaces doc[start:end] by repl.
@@ -103,7 +104,7 @@ func (l *redactLevel) Visit(str *String) error {
 		}
 	}
 	t := unsafe.String(unsafe.SliceData(str.Decoded), len(str.Decoded)) // read only, during this call
-	r.tmp = s.text(t, str.Member, r.tmp[:0])
+	r.tmp = s.text(t, str.Member, r.tmp[:0], &r.lib)
 	if repl := r.masked(str.Decoded); repl != nil {
 		l.edits = append(l.edits, edit{str.Start, str.End, AppendEscaped(nil, repl)})
 	}

@@ -139,6 +139,12 @@ type Options struct {
 	// with '{' or '[' after spaces and parses as one JSON value), and so
 	// on. 0 means DefaultMaxDepth; values above MaxMaxDepth are capped.
 	MaxDepth int
+	// PhoneRegions are the regions (CLDR codes, "US", "FR") whose
+	// national phone formats (without '+') are taken, in the order they
+	// are tried; nil or empty means DefaultPhoneRegions, unknown codes are
+	// left out; a region of the North American plan brings the plan's
+	// other regions. Numbers written with '+' are taken for every country.
+	PhoneRegions []string
 }
 
 // Depth bounds of Options.MaxDepth.
@@ -153,8 +159,10 @@ type Scanner struct {
 	on       [numKinds]bool
 	threat   bool // some threat kind is on
 	maxDepth int
-	pool     sync.Pool // *state
-	bufs     sync.Pool // *[]byte: decoded payloads (inject.go)
+	// phoneRegions: Options.PhoneRegions' metadata, when phones are on.
+	phoneRegions []*phoneRegion
+	pool         sync.Pool // *state
+	bufs         sync.Pool // *[]byte: decoded payloads (inject.go)
 }
 
 // New returns a Scanner for o (nil: PIIKinds, DefaultMaxDepth). o is
@@ -179,6 +187,13 @@ func New(o *Options) *Scanner {
 	for k := numPII; k < numKinds; k++ {
 		s.threat = s.threat || s.on[k]
 	}
+	if s.on[KindPhone] {
+		regions := DefaultPhoneRegions
+		if o != nil && len(o.PhoneRegions) > 0 {
+			regions = o.PhoneRegions
+		}
+		s.phoneRegions = phoneRegions(regions)
+	}
 	s.pool.New = func() any { return newState(s) }
 	return s
 }
@@ -190,7 +205,7 @@ func New(o *Options) *Scanner {
 // something.
 func (s *Scanner) Scan(doc []byte, dst []Finding) ([]Finding, error) {
 	st := s.pool.Get().(*state)
-	st.dst = dst
+	st.dst, st.lib = dst, phoneLibBudget
 	err := st.walk(0, doc)
 	dst = st.dst
 	st.dst = nil
@@ -203,7 +218,7 @@ func (s *Scanner) Scan(doc []byte, dst []Finding) ([]Finding, error) {
 // returns the extended slice. Findings have Path "".
 func (s *Scanner) ScanString(str string, dst []Finding) []Finding {
 	st := s.pool.Get().(*state)
-	st.dst = dst
+	st.dst, st.lib = dst, phoneLibBudget
 	b := unsafe.Slice(unsafe.StringData(str), len(str)) // read only
 	st.levels[0].Visit(&String{Raw: b, Decoded: b, End: len(b)})
 	dst = st.dst
@@ -216,6 +231,7 @@ func (s *Scanner) ScanString(str string, dst []Finding) []Finding {
 type state struct {
 	s      *Scanner
 	dst    []Finding
+	lib    int // library checks of phone candidates left (phoneLibBudget)
 	levels [MaxMaxDepth]level
 }
 
@@ -258,7 +274,7 @@ func (l *level) Visit(str *String) error {
 		fallthrough
 	default:
 		t := unsafe.String(unsafe.SliceData(str.Decoded), len(str.Decoded)) // read only, during this call
-		st.dst = s.text(t, str.Member, st.dst)
+		st.dst = s.text(t, str.Member, st.dst, &st.lib)
 	}
 	for i := mark; i < len(st.dst); i++ {
 		f := &st.dst[i]

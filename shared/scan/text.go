@@ -13,8 +13,8 @@ const (
 	trCred               // the first byte of a credential prefix
 	trUpper              // an IBAN's country code
 	trAt                 // an email's '@'
-	trPlus               // an E.164 phone number
-	trParen              // "(415) 555-0134"
+	trPlus               // a phone number in international format
+	trParen              // "(415) 555-0134", "(08) 8747 6301"
 	trAssign             // '=' or ':' after a secret's name
 	trDash               // "-----BEGIN "
 	trThreat             // '<', '[', '!', '~' and the lead bytes of invisible characters (inject.go)
@@ -51,8 +51,9 @@ var trigger = func() (t [256]uint16) {
 }()
 
 // text appends the findings in t, one decoded string; member is the raw
-// key of the member t is the value of (nil for none).
-func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
+// key of the member t is the value of (nil for none); lib counts down the
+// phone candidates the library may still check (phoneLibBudget).
+func (s *Scanner) text(t string, member []byte, dst []Finding, lib *int) []Finding {
 	mark := len(dst)
 	on := &s.on
 	// f is set on every path before it is read; declared once, it is not
@@ -70,7 +71,7 @@ func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
 			switch {
 			case tr&trDigit != 0:
 				if numberStart(t, i) {
-					f = s.numeric(t, i, member)
+					f = s.numeric(t, i, member, lib)
 				}
 			case tr&(trCred|trUpper) != 0 && startsWord(t, i):
 				if tr&trCred != 0 && on[KindCredential] {
@@ -109,12 +110,12 @@ func (s *Scanner) text(t string, member []byte, dst []Finding) []Finding {
 				if !on[KindPhone] || i > 0 && isAlnum(t[i-1]) {
 					continue
 				}
-				f = phoneE164(t, i)
+				f = s.phone(t, i, lib)
 			case tr&trParen != 0:
-				if !on[KindPhone] {
+				if !on[KindPhone] || i > 0 && isAlnum(t[i-1]) {
 					continue
 				}
-				f = phoneParen(t, i)
+				f = s.phone(t, i, lib)
 			case tr&trAssign != 0:
 				if !on[KindCredential] {
 					continue
@@ -179,15 +180,18 @@ func lastEnd(dst []Finding, mark int) int {
 
 // numeric tries the detectors that start with a digit at t[i]. The
 // length of the run of digits there tells which can match: a card starts
-// with 4 or more digits, an SSN or a North American phone number with 3
-// (9 bare digits for an SSN), a date with 2 or 4.
-func (s *Scanner) numeric(t string, i int, member []byte) Finding {
+// with 4 or 12 or more digits, an SSN with 3 (9 bare digits), a date with
+// 2 or 4, a phone number in national format with a group of 2 to 6
+// followed by a separator (or "8 (", Russia's trunk prefix and an area
+// code).
+func (s *Scanner) numeric(t string, i int, member []byte, lib *int) Finding {
 	n := runMax(t[i:], isDigit, 20)
-	if n == 1 || n > 19 || n >= 5 && n <= 8 || n >= 10 && n <= 12 {
+	phone := n <= 6 && i+n+2 < len(t) && isPhoneSep(t[i+n]) && (isDigit(t[i+n+1]) && n > 1 || t[i+n+1] == '(') && s.on[KindPhone]
+	if n > 19 || !phone && (n == 1 || n >= 5 && n <= 8 || n >= 10 && n <= 11) {
 		return none
 	}
 	on := &s.on
-	if on[KindCard] && (n == 4 || n >= 13) {
+	if on[KindCard] && (n == 4 || n >= 12) {
 		if f := card(t, i); f.Start >= 0 {
 			return f
 		}
@@ -202,8 +206,8 @@ func (s *Scanner) numeric(t string, i int, member []byte) Finding {
 			return f
 		}
 	}
-	if on[KindPhone] && n == 3 {
-		if f := phoneNational(t, i); f.Start >= 0 {
+	if phone {
+		if f := s.phone(t, i, lib); f.Start >= 0 {
 			return f
 		}
 	}
