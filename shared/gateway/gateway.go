@@ -260,6 +260,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.resourceMetadata(w, r, corr)
 		return
 	}
+	if authorizationServerPath(path) {
+		writeJSON(w, http.StatusNotFound, notAuthorizationServer)
+		return
+	}
 	tenant, path, ok := splitTenant(path)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, `{"error":"not found"}`)
