@@ -17,8 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/registry"
 )
 
 // tenantManifest grants echo and transfer, at most 3 tool calls.

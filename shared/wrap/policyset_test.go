@@ -111,7 +111,7 @@ func TestPolicySetThroughTheGate(t *testing.T) {
 						Code int `json:"code"`
 						Data struct {
 							Aegis struct{ Layer, Code string } `json:"aegis"`
-							Rule  string                      `json:"rule"`
+							Rule  string                       `json:"rule"`
 						} `json:"data"`
 					} `json:"error"`
 				}

@@ -319,3 +319,24 @@ func readRecords(t *testing.T, path string) []Record {
 	}
 	return recs
 }
+
+// TestFrameNumberingFollowsTheCall: a call that carries MCP 2026-07-28 in
+// its _meta (as every request of that version does) is refused with
+// -33042, which that version allows; a call without, -32042 (seed 000).
+func TestFrameNumberingFollowsTheCall(t *testing.T) {
+	for _, tc := range []struct {
+		meta string
+		code int
+	}{
+		{``, -32042},
+		{`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}`, -32042},
+		{`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`, -33042},
+	} {
+		line := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"shell_exec","arguments":{}` + tc.meta + `}}`
+		_, client, _ := decideOne(t, testPolicy, line)
+		var f struct{ Error struct{ Code int } }
+		if err := json.Unmarshal([]byte(client), &f); err != nil || f.Error.Code != tc.code {
+			t.Errorf("_meta %q: frame %q, want code %d", tc.meta, client, tc.code)
+		}
+	}
+}
