@@ -169,7 +169,7 @@ func wrapRow(t *testing.T, bin string, r matrix.Row) []string {
 			fail("the child received %q, want every byte sent: %q", got.childGot, input)
 		}
 	case "error":
-		errs = append(errs, checkFrame(e, got.out)...)
+		errs = append(errs, checkFrame(e, got.out, refusal.Seed)...)
 		// Exactly one frame, naming the rule its record names (issue 29:
 		// the tool and the rule a person can act on).
 		var f struct {
