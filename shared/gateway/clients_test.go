@@ -87,7 +87,7 @@ func checkSurfaced(t *testing.T, got map[string]surfaced, n refusal.Numbering) {
 		re   string
 	}{
 		"held":    {refusal.CodeApprovalRequired, `Approval required for transfer on mock-primary; a person must approve approval ([0-9a-f-]{36}), then send the identical call again \(APPROVAL_REQUIRED\)`},
-		"stopped": {refusal.CodeToolStopped, `Tool fail on mock-primary is stopped by an operator \(TOOL_STOPPED\)`},
+		"stopped": {refusal.CodeToolStopped, `Tool fail on mock-primary is stopped by an operator; ask an operator to resume it, as sending the call again will not help until then \(TOOL_STOPPED\)`},
 		"limited": {refusal.CodeRateLimited, `Rate limit exceeded: 2 calls per minute per tool; retry in \d+s \(RATE_LIMITED\)`},
 		"timeout": {refusal.CodeUpstreamTimeout, `Upstream error: upstream did not respond within 1s; the call may have executed, so confirm the outcome of slow on mock-primary before retrying, and retry only an idempotent tool, with the SAME Idempotency-Key \(UPSTREAM_TIMEOUT\)`},
 	}

@@ -333,7 +333,7 @@ func TestOAuthEndpointBinding(t *testing.T) {
 				t.Fatalf("got %d %s, want 401 %s", r.Status, r.Raw, want)
 			}
 			meta := "http://gw.test" + gateway.WellKnownResource + p
-			if ch := r.Header.Get("WWW-Authenticate"); ch != `Bearer realm="aegis", resource_metadata="`+meta+`", error="invalid_token"` {
+			if ch := r.Header.Get("WWW-Authenticate"); ch != `Bearer realm="aegis", resource_metadata="`+meta+`", error="invalid_token", error_description="token audience is not this endpoint's resource"` {
 				t.Fatalf("WWW-Authenticate = %q, want the metadata of %s", ch, p)
 			}
 			// Follow the challenge: the metadata names the resource, and a

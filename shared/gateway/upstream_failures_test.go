@@ -62,7 +62,7 @@ func checkUpstreamError(t *testing.T, e *upEnv, r upReply, detail string) {
 	if !strings.HasPrefix(r.Error.Message, "Upstream error: ") {
 		t.Errorf("message = %q; want it to start with %q", r.Error.Message, "Upstream error: ")
 	}
-	if d := strings.TrimSuffix(strings.TrimPrefix(r.Error.Message, "Upstream error: "), " (UPSTREAM_ERROR)"); len([]rune(d)) > refusal.MaxUpstreamDetail {
+	if d := strings.TrimSuffix(strings.TrimPrefix(r.Error.Message, "Upstream error: "), "; "+refusal.New(refusal.UpstreamError, "").Next+" (UPSTREAM_ERROR)"); len([]rune(d)) > refusal.MaxUpstreamDetail {
 		t.Errorf("detail is %d characters; cap is 300", len([]rune(d)))
 	}
 	if detail != "" && !strings.Contains(r.Error.Message, detail) {

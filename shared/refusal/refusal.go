@@ -86,34 +86,39 @@ type Entry struct {
 	Message string // default message; builders may make it more specific
 	Status  int    // HTTP status the response travels with
 	When    string // one line for docs/error-codes.md
+	// Next is what the person behind the client can do, appended to the
+	// message ("MESSAGE; NEXT (WORD)"); "" where every message of the
+	// word says it itself (the builders of -32061, -32004, -32064 and
+	// wrap's frame, the session error, the specific -32600 and -32602).
+	Next string
 }
 
 // Table is the whole vocabulary, in the order docs/error-codes.md lists it.
 // -32042 is not a row: it is wrap's single frame (see Wrap), whose
 // data.aegis.code is one of these words.
 var Table = []Entry{
-	{CodeParseError, ParseError, "Parse error", http.StatusBadRequest, "the body could not be read as JSON; id is null"},
-	{CodeInvalidRequest, InvalidRequest, "Invalid request", http.StatusOK, "not a JSON-RPC 2.0 request object (missing or wrong jsonrpc, bad id type, missing method, batch array)"},
-	{CodeMethodNotFound, MethodNotFound, "Method not found", http.StatusOK, "unknown method, or a tool this tenant does not have (another tenant's tool is unknown, never forbidden)"},
-	{CodeInvalidParams, InvalidParams, "Invalid params", http.StatusOK, "params missing or of the wrong type; arguments failing the tool's inputSchema (INPUT_VALIDATION=block; data: pointer, keyword); an Idempotency-Key over 255 characters or reused with different params; a retry whose first answer was too large to keep (data: answer_cap_bytes)"},
-	{CodeInternal, SessionError, "Session error: unknown or expired session; drop X-Session-ID to start a new one", http.StatusOK, "unknown or expired X-Session-ID / Mcp-Session-Id"},
-	{CodeInternal, InternalError, "Internal error", http.StatusOK, "an internal failure; the message carries only the correlation id"},
-	{CodeUpstream, UpstreamError, "Upstream error", http.StatusOK, "upstream unreachable, non-2xx, or unreadable; detail capped at 300 characters, brokered credentials removed"},
-	{CodePolicyDenied, PolicyDenied, "Denied by policy", http.StatusOK, "an RBAC role or a policy rule refuses the call; while the tenant's policy set cannot be read, every decidable call (data: reason \"policy not loaded\")"},
-	{CodeRateLimited, RateLimited, "Rate limit exceeded", http.StatusOK, "per-session, per-tool or per-API-key window exhausted (scope session, tool, key), or more than 600 sessions minted for one API key in a minute (scope new_session); data: scope, limit, retry_after_ms"},
-	{CodeCapabilityDenied, CapabilityDenied, "Outside the session's grant", http.StatusOK, "outside the session's grant: grant list, session clocks, tool-call budget (data: reason lifetime, idle, grant, tool_calls or steps)"},
-	{CodePromptInjection, PromptInjection, "Prompt injection detected", http.StatusOK, "injection found in arguments or in a tool result (THREAT_MODE=block)"},
-	{CodeToolPoisoning, ToolPoisoning, "Tool definition rejected", http.StatusOK, "poisoned tool definition, one that changed since it was pinned, or one held for review"},
-	{CodeSensitiveData, SensitiveData, "Sensitive data in result", http.StatusOK, "credential, card number or SSN in a result (PII_ACTION=block)"},
-	{CodeEgressBlocked, EgressBlocked, "Sensitive data in arguments", http.StatusOK, "credential, card number or SSN leaving in arguments (EGRESS_ACTION=block)"},
-	{CodeQuotaExceeded, QuotaExceeded, "Monthly quota exceeded", http.StatusOK, "monthly tier quota with BILLING_ENFORCE=1; data: tier, limit, used, period"},
-	{CodeApprovalRequired, ApprovalRequired, "Approval required", http.StatusOK, "call held for a human; data: approval_id, status pending/denied/unavailable"},
-	{CodeToolStopped, ToolStopped, "Tool stopped by operator", http.StatusOK, "kill switch on the tool or its server, whatever the policy says"},
-	{CodeUpstreamUnavailable, UpstreamUnavailable, "Upstream unavailable", http.StatusOK, "circuit open, or UPSTREAM_MAX_CONCURRENT calls in flight, or the same idempotency key in flight"},
-	{CodeUpstreamTimeout, UpstreamTimeout, "Upstream error: upstream did not respond in time; the call may have executed", http.StatusOK, "upstream got the call and did not answer within UPSTREAM_TIMEOUT_SECS; data: executed, safe_to_retry, guidance"},
-	{CodeApprovalRequired, PendingApproval, "Approval required", http.StatusOK, "the word `aegis wrap` puts in its -32042 frame for a tool that needs approval (wrap refuses it rather than parking it)"},
-	{CodeHeaderMismatch, HeaderMismatch, "Header mismatch", http.StatusBadRequest, "MCP 2026-07-28 on /mcp: the Mcp-Method, Mcp-Name or MCP-Protocol-Version header is missing or does not match the body (_meta protocolVersion)"},
-	{CodeUnsupportedProtocol, UnsupportedProtocol, "Unsupported protocol version", http.StatusBadRequest, "an MCP-Protocol-Version header the gateway does not speak; data: supported, requested"},
+	{CodeParseError, ParseError, "Parse error", http.StatusBadRequest, "the body could not be read as JSON; id is null", "send one JSON-RPC request as valid JSON"},
+	{CodeInvalidRequest, InvalidRequest, "Invalid request", http.StatusOK, "not a JSON-RPC 2.0 request object (missing or wrong jsonrpc, bad id type, missing method, batch array)", ""},
+	{CodeMethodNotFound, MethodNotFound, "Method not found", http.StatusOK, "unknown method, or a tool this tenant does not have (another tenant's tool is unknown, never forbidden)", "check the name against what this caller's tools/list offers"},
+	{CodeInvalidParams, InvalidParams, "Invalid params", http.StatusOK, "params missing or of the wrong type; arguments failing the tool's inputSchema (INPUT_VALIDATION=block; data: pointer, keyword); an Idempotency-Key over 255 characters or reused with different params; a retry whose first answer was too large to keep (data: answer_cap_bytes)", ""},
+	{CodeInternal, SessionError, "Session error: unknown or expired session; drop X-Session-ID to start a new one", http.StatusOK, "unknown or expired X-Session-ID / Mcp-Session-Id", ""},
+	{CodeInternal, InternalError, "Internal error", http.StatusOK, "an internal failure; the message carries only the correlation id", "give the correlation id to the gateway's operator"},
+	{CodeUpstream, UpstreamError, "Upstream error", http.StatusOK, "upstream unreachable, non-2xx, or unreadable; detail capped at 300 characters, brokered credentials removed", "the server may have run the call, so confirm its outcome before retrying a tool that is not idempotent"},
+	{CodePolicyDenied, PolicyDenied, "Denied by policy", http.StatusOK, "an RBAC role or a policy rule refuses the call; while the tenant's policy set cannot be read, every decidable call (data: reason \"policy not loaded\")", "ask the tenant's operator to change the policy if this call should run"},
+	{CodeRateLimited, RateLimited, "Rate limit exceeded", http.StatusOK, "per-session, per-tool or per-API-key window exhausted (scope session, tool, key), or more than 600 sessions minted for one API key in a minute (scope new_session); data: scope, limit, retry_after_ms", ""},
+	{CodeCapabilityDenied, CapabilityDenied, "Outside the session's grant", http.StatusOK, "outside the session's grant: grant list, session clocks, tool-call budget (data: reason lifetime, idle, grant, tool_calls or steps)", "start a new session, or ask the tenant's operator for a wider grant"},
+	{CodePromptInjection, PromptInjection, "Prompt injection detected", http.StatusOK, "injection found in arguments or in a tool result (THREAT_MODE=block)", "remove the instructions from the call, or ask the tenant's operator to review the tool"},
+	{CodeToolPoisoning, ToolPoisoning, "Tool definition rejected", http.StatusOK, "poisoned tool definition, one that changed since it was pinned, or one held for review", "ask the tenant's operator to review the tool's definition and pin it"},
+	{CodeSensitiveData, SensitiveData, "Sensitive data in result", http.StatusOK, "credential, card number or SSN in a result (PII_ACTION=block)", "ask the tool's owner to keep credentials, card numbers and SSNs out of its answers"},
+	{CodeEgressBlocked, EgressBlocked, "Sensitive data in arguments", http.StatusOK, "credential, card number or SSN leaving in arguments (EGRESS_ACTION=block)", "remove the credential, card number or SSN from the arguments and send the call again"},
+	{CodeQuotaExceeded, QuotaExceeded, "Monthly quota exceeded", http.StatusOK, "monthly tier quota with BILLING_ENFORCE=1; data: tier, limit, used, period", "wait for next month's quota, or ask for a higher tier"},
+	{CodeApprovalRequired, ApprovalRequired, "Approval required", http.StatusOK, "call held for a human; data: approval_id, status pending/denied/unavailable", ""},
+	{CodeToolStopped, ToolStopped, "Tool stopped by operator", http.StatusOK, "kill switch on the tool or its server, whatever the policy says", "ask an operator to resume it, as sending the call again will not help until then"},
+	{CodeUpstreamUnavailable, UpstreamUnavailable, "Upstream unavailable", http.StatusOK, "circuit open, or UPSTREAM_MAX_CONCURRENT calls in flight, or the same idempotency key in flight", "send the call again in a few seconds"},
+	{CodeUpstreamTimeout, UpstreamTimeout, "Upstream error: upstream did not respond in time; the call may have executed", http.StatusOK, "upstream got the call and did not answer within UPSTREAM_TIMEOUT_SECS; data: executed, safe_to_retry, guidance", ""},
+	{CodeApprovalRequired, PendingApproval, "Approval required", http.StatusOK, "the word `aegis wrap` puts in its -32042 frame for a tool that needs approval (wrap refuses it rather than parking it)", ""},
+	{CodeHeaderMismatch, HeaderMismatch, "Header mismatch", http.StatusBadRequest, "MCP 2026-07-28 on /mcp: the Mcp-Method, Mcp-Name or MCP-Protocol-Version header is missing or does not match the body (_meta protocolVersion)", "send Mcp-Method, Mcp-Name and MCP-Protocol-Version as the body has them"},
+	{CodeUnsupportedProtocol, UnsupportedProtocol, "Unsupported protocol version", http.StatusBadRequest, "an MCP-Protocol-Version header the gateway does not speak; data: supported, requested", "speak one of the versions in data.supported"},
 }
 
 var byWord = func() map[Word]Entry {
@@ -140,6 +145,7 @@ type Refusal struct {
 	Code    Code
 	Word    Word
 	Message string
+	Next    string         // the next step, appended to Message on the wire; the entry's by default
 	Fields  map[string]any // top-level error.data members, e.g. tier, limit
 	Status  int            // HTTP status; 0 means the entry's default
 }
@@ -167,7 +173,7 @@ func New(w Word, msg string) *Refusal {
 	if msg == "" {
 		msg = e.Message
 	}
-	return &Refusal{Code: e.Code, Word: w, Message: msg}
+	return &Refusal{Code: e.Code, Word: w, Message: msg, Next: e.Next}
 }
 
 // With adds a top-level data field and returns r.
@@ -191,9 +197,10 @@ type Marker struct {
 func (r *Refusal) Object(layer Layer) *jsonrpc.WireError { return r.ObjectIn(layer, Seed) }
 
 // ObjectIn renders r as a JSON-RPC error object authored by layer, for a
-// client that reads codes in numbering n. The message is r's, followed by
-// its word in parentheses, so that a client that shows only
-// error.message still shows the cause by name. Standard JSON-RPC codes
+// client that reads codes in numbering n. The message is one sentence:
+// r's message, its next step, and its word in parentheses, so that a
+// client that shows only error.message still shows the cause by name and
+// what to do. Standard JSON-RPC codes
 // without aegis meaning (parse, invalid request) carry the marker too, so
 // a client can always tell an aegis answer from an upstream one.
 func (r *Refusal) ObjectIn(layer Layer, n Numbering) *jsonrpc.WireError {
@@ -207,7 +214,17 @@ func (r *Refusal) ObjectIn(layer Layer, n Numbering) *jsonrpc.WireError {
 		// Fields are built by this package's callers from plain values.
 		panic("refusal: unencodable data: " + err.Error())
 	}
-	return &jsonrpc.WireError{Code: int64(n.Wire(r.Code)), Message: r.Message + " (" + string(r.Word) + ")", Data: b}
+	return &jsonrpc.WireError{Code: int64(n.Wire(r.Code)), Message: r.WireMessage(), Data: b}
+}
+
+// WireMessage is error.message as a client receives it: "MESSAGE; NEXT
+// (WORD)", or "MESSAGE (WORD)" without a next step.
+func (r *Refusal) WireMessage() string {
+	msg := r.Message
+	if r.Next != "" {
+		msg += "; " + r.Next
+	}
+	return msg + " (" + string(r.Word) + ")"
 }
 
 // Frame encodes r, authored by layer, as the error response to id for a
@@ -367,7 +384,9 @@ func Policy(reason string) *Refusal {
 	if reason == "" {
 		return New(PolicyDenied, "")
 	}
-	return New(PolicyDenied, "Denied by policy: "+reason).With("reason", reason)
+	r := New(PolicyDenied, "Denied by policy: "+reason).With("reason", reason)
+	r.Next = "the call did not run, so send it again once the tenant's policy can be read"
+	return r
 }
 
 // Capability is -32005 for a call outside the session's grant; data.reason

@@ -169,3 +169,20 @@ func TestSchemaShape(t *testing.T) {
 		t.Fatalf("root message %q", root.Message)
 	}
 }
+
+// TestDocListsNextSteps: docs/error-codes.md lists each word's next step
+// exactly as the table has it.
+func TestDocListsNextSteps(t *testing.T) {
+	b, err := os.ReadFile("../../docs/error-codes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range Table {
+		if row := fmt.Sprintf("| %s | %s |", e.Word, e.Next); e.Next != "" && !strings.Contains(string(b), row) {
+			t.Errorf("docs/error-codes.md lacks the row %q", row)
+		}
+	}
+	if got := New(ToolStopped, "Tool fail on crm is stopped by an operator").WireMessage(); got != "Tool fail on crm is stopped by an operator; ask an operator to resume it, as sending the call again will not help until then (TOOL_STOPPED)" {
+		t.Errorf("wire message %q", got)
+	}
+}
