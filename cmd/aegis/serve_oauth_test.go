@@ -67,8 +67,8 @@ func TestServeOAuth(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	wantChallenge := `Bearer realm="aegis", resource_metadata="http://` + addr + `/.well-known/oauth-protected-resource/t/acme/mcp"`
-	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != wantChallenge || !strings.HasPrefix(string(body), `{"error":"unauthorized: `) {
+	wantChallenge := `Bearer realm="aegis", resource_metadata="http://` + addr + `/.well-known/oauth-protected-resource/t/acme/mcp", error_description="missing token; `
+	if resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), wantChallenge) || !strings.HasPrefix(string(body), `{"error":"unauthorized: `) {
 		t.Fatalf("no token: %d %q %s", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body)
 	}
 

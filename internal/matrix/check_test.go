@@ -55,7 +55,7 @@ func jsonBody(b []byte) []byte {
 
 // checkFrame checks one JSON-RPC answer body against e: shape, code,
 // word, layer, id, data and message.
-func checkFrame(e matrix.Expect, body []byte) []string {
+func checkFrame(e matrix.Expect, body []byte, n refusal.Numbering) []string {
 	var errs []string
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
 	var f frame
@@ -108,8 +108,8 @@ func checkFrame(e matrix.Expect, body []byte) []string {
 	default:
 		return append(errs, "shape "+e.Shape+" is not a JSON-RPC answer")
 	}
-	if werr.Code != e.Code {
-		fail("code %d, want %d", werr.Code, e.Code)
+	if want := int(n.Wire(refusal.Code(e.Code))); werr.Code != want {
+		fail("code %d, want %d (%d in %s's numbering)", werr.Code, want, e.Code, n)
 	}
 	var m marker
 	if err := json.Unmarshal(werr.Data, &m); err != nil || m.Aegis == nil {
@@ -151,7 +151,7 @@ func jsonEqual(a, b []byte) bool {
 }
 
 // checkAnswer checks a gateway boundary's HTTP answer against e.
-func checkAnswer(e matrix.Expect, a answer) []string {
+func checkAnswer(e matrix.Expect, a answer, n refusal.Numbering) []string {
 	var errs []string
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	status := e.Status
@@ -172,7 +172,7 @@ func checkAnswer(e matrix.Expect, a answer) []string {
 			fail(`want {"error":"%s: ..."} and nothing else, got %.300s`, e.Shape, a.body)
 		}
 	default:
-		errs = append(errs, checkFrame(e, a.body)...)
+		errs = append(errs, checkFrame(e, a.body, n)...)
 	}
 	for _, s := range e.BodyHas {
 		if !bytes.Contains(a.body, []byte(s)) {

@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
 // Boundary is one place a row runs.
@@ -103,6 +104,20 @@ type Request struct {
 	// Repeat sends the request this many times; the last answer is the
 	// one checked.
 	Repeat int `yaml:"repeat"`
+}
+
+// Numbering is the numbering of refusal codes the request's client reads
+// (docs/error-codes.md, "Codes per protocol version"): MCP 2026-07-28's
+// when its MCP-Protocol-Version header says so, else seed 004's. A row's
+// expect.code is always the table's (seed 004's) code; the runner
+// compares the wire code with its image in this numbering.
+func (q Request) Numbering() refusal.Numbering {
+	for k, v := range q.Headers {
+		if strings.EqualFold(k, "MCP-Protocol-Version") && upstream.IsModern(v) {
+			return refusal.MCP20260728
+		}
+	}
+	return refusal.Seed
 }
 
 // Token is an access token the runner mints: by default signed by the

@@ -244,7 +244,7 @@ func runRow(ctx context.Context, tg target, r matrix.Row, token string) []string
 			break
 		}
 	}
-	errs := checkAnswer(r.Expect, a)
+	errs := checkAnswer(r.Expect, a, r.Request.Numbering())
 	if token != "" && (bytes.Contains(a.body, []byte(token)) || strings.Contains(fmt.Sprint(a.header), token)) {
 		errs = append(errs, "the answer contains the token")
 	}

@@ -169,10 +169,20 @@ func wrapRow(t *testing.T, bin string, r matrix.Row) []string {
 			fail("the child received %q, want every byte sent: %q", got.childGot, input)
 		}
 	case "error":
-		want := append(refusal.Frame(json.RawMessage(e.ID), refusal.Wrap(refusal.Word(e.Word)), refusal.LayerWrap), '\n')
-		errs = append(errs, checkFrame(e, got.out)...)
-		if !bytes.Equal(got.out, want) {
-			fail("wrap wrote %q, want exactly the one frame %q", got.out, want)
+		errs = append(errs, checkFrame(e, got.out, refusal.Seed)...)
+		// Exactly one frame, naming the rule its record names (issue 29:
+		// the tool and the rule a person can act on).
+		var f struct {
+			Error struct {
+				Message string
+				Data    struct{ Rule string }
+			}
+		}
+		if bytes.Count(got.out, []byte("\n")) != 1 || json.Unmarshal(got.out, &f) != nil {
+			fail("wrap wrote %q, want exactly one frame", got.out)
+		} else if !strings.HasPrefix(f.Error.Message, refusal.WrapMessage) || !strings.HasSuffix(f.Error.Message, "("+e.Word+")") ||
+			len(got.records) == 0 || f.Error.Data.Rule != got.records[len(got.records)-1].Rule {
+			fail("wrap wrote %q: want its message to start %q and end with the word, and data.rule the record's rule", got.out, refusal.WrapMessage)
 		}
 		if bytes.Contains(got.out, []byte(fmt.Sprint(refusal.CodeMethodNotFound))) {
 			fail("wrap answered %d", refusal.CodeMethodNotFound)

@@ -133,8 +133,9 @@ func (e *env) call(caller, args string) answer {
 
 func (e *env) held(a answer, status string) string {
 	e.t.Helper()
+	// The seed's message, then the next step for the status, then the word.
 	if a.Error == nil || a.Error.Code != -32061 || a.Error.Data.Status != status ||
-		a.Error.Message != "Approval required for transfer on payments" {
+		!strings.HasPrefix(a.Error.Message, "Approval required for transfer on payments; ") || !strings.HasSuffix(a.Error.Message, " (APPROVAL_REQUIRED)") {
 		e.t.Fatalf("answer = %+v; want -32061 %q", a, status)
 	}
 	return a.Error.Data.ApprovalID

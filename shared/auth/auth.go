@@ -140,7 +140,7 @@ func (e *Error) HTTPStatus() int {
 // Failures a client can act on (seed 004, "Handling errors in a client").
 var (
 	ErrMissing   = &Error{Reason: "missing API key; send the header Authorization: Bearer KEY"}
-	ErrInvalid   = &Error{Reason: "invalid API key"}
+	ErrInvalid   = &Error{Reason: "invalid API key: the key sent is wrong, revoked or not one of this gateway's; send Authorization: Bearer with a valid aegis API key"}
 	ErrNotServed = &Error{Reason: "tenant not served by this gateway"}
 )
 

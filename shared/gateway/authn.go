@@ -39,6 +39,10 @@ type caller struct {
 // errKeyOfOtherTenant: an API key of one tenant on another's path.
 var errKeyOfOtherTenant = &auth.Error{Reason: "the API key is not one of the tenant this path names"}
 
+// errMissingToken: no credential at all on an OAuth resource (a tenant
+// path whose tenant has issuers), where a client is to get a token.
+var errMissingToken = &auth.Error{Reason: "missing token; send Authorization: Bearer with an access token for this resource from this tenant's issuer (resource_metadata in WWW-Authenticate names it), or an API key of this tenant"}
+
 // authenticate checks the request's Authorization header for ep: an aegis
 // API key anywhere (of ep.tenant on a tenant path), or a JWT of one of
 // ep.tenant's issuers on a tenant path (shared/oauth), for this path's
@@ -80,8 +84,12 @@ func (g *Gateway) authenticate(ctx context.Context, r *http.Request, ep endpoint
 
 // refuseAuth answers a failed authentication: 401 (or 403 for a token
 // without a required scope) with {"error":"..."} and a WWW-Authenticate
-// challenge naming the resource's metadata (RFC 9728 §5.1), or 503 when
-// the registry could not be read.
+// challenge, or 503 when the registry could not be read. Only an OAuth
+// resource (a tenant path whose tenant has issuers) names its metadata
+// (RFC 9728 §5.1), which names the issuers: on the API-key endpoints no
+// OAuth flow can succeed, so none is advertised, and the challenge says
+// plainly that the key was wrong or missing (error_description). On an
+// OAuth resource a request without credentials is told to bring a token.
 func (g *Gateway) refuseAuth(w http.ResponseWriter, r *http.Request, ep endpoint, corr string, err error) {
 	var ae *auth.Error
 	if !errors.As(err, &ae) {
@@ -89,28 +97,66 @@ func (g *Gateway) refuseAuth(w http.ResponseWriter, r *http.Request, ep endpoint
 		writeJSON(w, http.StatusServiceUnavailable, `{"error":"unavailable: the key registry could not be read; correlation id `+corr+`"}`)
 		return
 	}
+	oauthResource := g.oauthResource(r.Context(), ep)
+	if oauthResource && ae == auth.ErrMissing {
+		ae = errMissingToken
+	}
 	b, _ := json.Marshal(map[string]string{"error": ae.Error()})
-	w.Header().Set("WWW-Authenticate", challenge(r, ae))
+	w.Header().Set("WWW-Authenticate", challenge(r, ae, oauthResource))
 	writeFrame(w, ae.HTTPStatus(), b)
 }
 
+// oauthResource reports whether ep is an OAuth resource: a tenant path
+// whose tenant is registered, enabled and has issuers (what its resource
+// metadata names). A registry failure counts as not one: the answer then
+// advertises nothing it cannot back.
+func (g *Gateway) oauthResource(ctx context.Context, ep endpoint) bool {
+	if ep.tenant == "" {
+		return false
+	}
+	t, err := g.reg.Tenant(ctx, ep.tenant)
+	return err == nil && !t.Disabled && len(t.Issuers) > 0
+}
+
 // challenge is the Bearer challenge of ae for r (RFC 6750 §3, RFC 9728
-// §5.1): the realm, the resource metadata's URL, and the error code and
-// required scope for a refused token. Every value is ours or checked to
-// need no escaping (publicBase, registry.ValidateIssuers' scope rule).
-func challenge(r *http.Request, ae *auth.Error) string {
+// §5.1): the realm; on an OAuth resource the resource metadata's URL; the
+// error code (invalid_token for any credential refused, insufficient_scope
+// with the required scope); and ae's reason as error_description, so that
+// a client that shows only the challenge still shows why. A request
+// without credentials gets no error code (RFC 6750 §3.1), only the
+// description. Every value is ours or checked to need no escaping
+// (publicBase, registry.ValidateIssuers' scope rule, describable).
+func challenge(r *http.Request, ae *auth.Error, oauthResource bool) string {
 	var b strings.Builder
 	b.WriteString(`Bearer realm="aegis"`)
-	if base, ok := publicBase(r); ok && quotable(r.URL.EscapedPath()) {
+	if base, ok := publicBase(r); ok && oauthResource && quotable(r.URL.EscapedPath()) {
 		b.WriteString(`, resource_metadata="` + base + WellKnownResource + r.URL.EscapedPath() + `"`)
 	}
-	if ae.Challenge != "" {
-		b.WriteString(`, error="` + ae.Challenge + `"`)
+	code := ae.Challenge
+	if code == "" && ae != auth.ErrMissing && ae != errMissingToken && ae != auth.ErrNotServed {
+		code = "invalid_token" // an API key was presented and refused
+	}
+	if code != "" {
+		b.WriteString(`, error="` + code + `"`)
 	}
 	if ae.Scope != "" {
 		b.WriteString(`, scope="` + ae.Scope + `"`)
 	}
+	if describable(ae.Reason) {
+		b.WriteString(`, error_description="` + ae.Reason + `"`)
+	}
 	return b.String()
+}
+
+// describable: s may stand in error_description's quoted string as is
+// (RFC 6750 §3: printable ASCII without '"' and '\').
+func describable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // publicBase is the scheme and host the client used: https when the
@@ -209,6 +255,29 @@ func (g *Gateway) resourceMetadata(w http.ResponseWriter, r *http.Request, corr 
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 	w.Header().Set("Cache-Control", "max-age=300")
 	writeFrame(w, http.StatusOK, b)
+}
+
+// notAuthorizationServer answers a client that, refused with 401 on an
+// API-key endpoint, looked for an OAuth authorization server at the
+// gateway's own address (mcp-remote and the TypeScript SDK fall back to
+// the server's origin when the resource advertises none, and end by
+// printing this body): it says why there is none and what the 401 meant.
+const notAuthorizationServer = `{"error":"not found: aegis is not an OAuth authorization server; /mcp, /mcp/{server} and /v1/invoke take an aegis API key (Authorization: Bearer KEY), and a 401 from them means the API key sent was wrong or missing; OAuth tokens are accepted on /t/{tenant}/... from that tenant's issuer"}`
+
+// authorizationServerPath: a path where OAuth clients look for an
+// authorization server at the resource's origin (RFC 8414 and OpenID
+// discovery, and the MCP specification's fallback endpoints).
+func authorizationServerPath(p string) bool {
+	switch p {
+	case "/register", "/authorize", "/token":
+		return true
+	}
+	for _, wk := range []string{"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
+		if p == wk || strings.HasPrefix(p, wk+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // isResourcePath: one of the gateway's endpoints, as parsed by ServeHTTP.

@@ -40,7 +40,7 @@ func (g *Gateway) list(ctx context.Context, w http.ResponseWriter, ep endpoint, 
 		g.o.Logger.Warn(c.Method+": server skipped", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "err", e)
 	}
 	if ep.server != "" && len(errs) > 0 {
-		writeRefusal(w, c.ID, refusal.Upstream("could not list the "+l.member+" of "+ep.server), "", c.Method)
+		writeRefusal(w, c, refusal.Upstream("could not list the "+l.member+" of "+ep.server), "")
 		return
 	}
 	out := make([]byte, 0, 4096)
@@ -187,7 +187,7 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 		ref, o := g.upstreamRefusal(dctx, c, err)
 		g.o.Logger.Warn("upstream failed", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", c.Server.Name, "err", err)
 		outcome, code, word, slot = o, int(ref.Code), string(ref.Word), audit.SlotUpstream
-		writeRefusal(w, c.ID, ref, c.Tenant.RefusalShape, c.Method)
+		writeRefusal(w, c, ref, c.Tenant.RefusalShape)
 		return
 	}
 	if err := g.pipe.RunResults(dctx, c, resp); err != nil {
@@ -342,6 +342,20 @@ func (g *Gateway) forward(ctx, dctx context.Context, st *settler, r *http.Reques
 	return resp, err
 }
 
+// callObject names what c calls, for a message: "TOOL on SERVER" for a
+// tools/call, "METHOD on SERVER" for another request to one server, the
+// method alone for one sent to several.
+func callObject(c *pipeline.Call) string {
+	what := c.Method
+	if c.Method == "tools/call" && c.Tool != "" {
+		what = c.Tool
+	}
+	if c.Server != nil {
+		return what + " on " + c.Server.Name
+	}
+	return what
+}
+
 // failed reports whether a refusal with word w is a failure (outcome
 // error), not a check's decision: an internal error, or an upstream that
 // could not be reached or listed (-32000), wherever it was found (the
@@ -359,7 +373,7 @@ func failed(w refusal.Word) bool {
 // refuses it (a threat, or PII_ACTION=block).
 func (g *Gateway) upstreamRefusal(ctx context.Context, c *pipeline.Call, err error) (*refusal.Refusal, audit.Outcome) {
 	if upstream.CallSent(err) {
-		return refusal.Timeout(int(g.o.Settings.UpstreamTimeout.Seconds())), audit.OutcomeIndeterminate
+		return refusal.Timeout(int(g.o.Settings.UpstreamTimeout.Seconds()), callObject(c)), audit.OutcomeIndeterminate
 	}
 	ref := refusal.Upstream(err.Error())
 	m := content.Message{Kind: content.ErrorMessage, Method: c.Method, CorrelationID: c.CorrelationID,
@@ -627,10 +641,19 @@ func (g *Gateway) ingress(ctx context.Context, rec *pipeline.Call, msg []byte) (
 // the client, or "client:response" for the client's answer.
 func clientTarget(method string) string { return route.Named("client", method) }
 
+// sessionNumbering is the numbering of refusal codes for an upstream on
+// sess: MCP 2026-07-28's when that is the version it speaks.
+func sessionNumbering(sess upstream.Session) refusal.Numbering {
+	if upstream.IsModern(sess.Protocol) {
+		return refusal.MCP20260728
+	}
+	return refusal.Seed
+}
+
 // answerUpstream answers the request upID of rec.Server, on its upstream
 // session sess, with ref in the client's place.
 func (g *Gateway) answerUpstream(ctx context.Context, rec *pipeline.Call, sess upstream.Session, upID json.RawMessage, ref *refusal.Refusal) {
-	_, _, err := g.up.Send(ctx, &upstream.Exchange{Server: rec.Server, Session: sess, Body: refusal.Frame(upID, ref, refusal.LayerGateway)})
+	_, _, err := g.up.Send(ctx, &upstream.Exchange{Server: rec.Server, Session: sess, Body: refusal.Frame(upID, ref, refusal.LayerGateway, sessionNumbering(sess))})
 	if err != nil {
 		g.o.Logger.Warn("refusal of a server-to-client request not delivered upstream", "correlation_id", rec.CorrelationID, "tenant", rec.Tenant.ID, "server", rec.Server.Name, "err", err)
 	}

@@ -264,6 +264,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.resourceMetadata(w, r, corr)
 		return
 	}
+	if authorizationServerPath(path) {
+		writeJSON(w, http.StatusNotFound, notAuthorizationServer)
+		return
+	}
 	tenant, path, ok := splitTenant(path)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, `{"error":"not found"}`)
@@ -325,14 +329,36 @@ func writeFrame(w http.ResponseWriter, status int, frame []byte) {
 	_, _ = w.Write(frame)
 }
 
-// writeRefusal answers id with r, in the tenant's chosen shape for tools/call.
-func writeRefusal(w http.ResponseWriter, id json.RawMessage, r *refusal.Refusal, shape, method string) {
+// writeRefusal answers c with r, in the tenant's chosen shape for
+// tools/call and in the numbering of the protocol c speaks.
+func writeRefusal(w http.ResponseWriter, c *pipeline.Call, r *refusal.Refusal, shape string) {
 	retryAfter(w, r)
-	if shape == registry.ShapeResult && method == "tools/call" && r.Code != refusal.CodeInternal {
-		writeFrame(w, http.StatusOK, jsonrpc.Result(id, refusalResult(r)))
+	n := numbering(c)
+	if shape == registry.ShapeResult && c.Method == "tools/call" && r.Code != refusal.CodeInternal {
+		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, refusalResult(r, n)))
 		return
 	}
-	writeFrame(w, r.HTTPStatus(), refusal.Frame(id, r, refusal.LayerGateway))
+	writeFrame(w, r.HTTPStatus(), refusal.Frame(c.ID, r, refusal.LayerGateway, n))
+}
+
+// numbering is the numbering of refusal codes for the client of c: MCP
+// 2026-07-28's for a request of that version (stateless, its version in
+// every request), seed 004's for every other (/v1/invoke, and /mcp
+// sessions of 2025-11-25 and earlier).
+func numbering(c *pipeline.Call) refusal.Numbering {
+	if c.Stateless {
+		return refusal.MCP20260728
+	}
+	return refusal.Seed
+}
+
+// requestNumbering is numbering for a request not yet decoded into a
+// call: by its MCP-Protocol-Version header on /mcp.
+func requestNumbering(r *http.Request, ep endpoint) refusal.Numbering {
+	if ep.mcp && upstream.IsModern(r.Header.Get("Mcp-Protocol-Version")) {
+		return refusal.MCP20260728
+	}
+	return refusal.Seed
 }
 
 // retryAfter sets the Retry-After header of a -32004 answer (seed 004):
@@ -346,8 +372,8 @@ func retryAfter(w http.ResponseWriter, r *refusal.Refusal) {
 
 // refusalResult is a refusal as a CallToolResult with isError (seed 002),
 // the same code, word and data in structuredContent.
-func refusalResult(r *refusal.Refusal) json.RawMessage {
-	obj := r.Object(refusal.LayerGateway)
+func refusalResult(r *refusal.Refusal, n refusal.Numbering) json.RawMessage {
+	obj := r.ObjectIn(refusal.LayerGateway, n)
 	b, _ := json.Marshal(map[string]any{
 		"content":           []map[string]string{{"type": "text", "text": obj.Message}},
 		"isError":           true,
@@ -424,16 +450,16 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 	switch status {
 	case http.StatusRequestEntityTooLarge:
 		ref := refusal.New(refusal.InvalidRequest, "Invalid request: body exceeds the size limit")
-		writeFrame(w, status, refusal.Frame(jsonrpc.Null, ref, refusal.LayerGateway))
+		writeFrame(w, status, refusal.Frame(jsonrpc.Null, ref, refusal.LayerGateway, requestNumbering(r, ep)))
 		return
 	case http.StatusBadRequest:
 		ref := refusal.New(refusal.ParseError, "Parse error: body could not be read")
-		writeFrame(w, status, refusal.Frame(jsonrpc.Null, ref, refusal.LayerGateway))
+		writeFrame(w, status, refusal.Frame(jsonrpc.Null, ref, refusal.LayerGateway, requestNumbering(r, ep)))
 		return
 	}
 	req, derr := jsonrpc.Decode(body)
 	if derr != nil && derr.Err.Code == jsonrpc.CodeParseError {
-		writeFrame(w, http.StatusBadRequest, refusal.Frame(jsonrpc.Null, refusal.Decode(derr), refusal.LayerGateway))
+		writeFrame(w, http.StatusBadRequest, refusal.Frame(jsonrpc.Null, refusal.Decode(derr), refusal.LayerGateway, requestNumbering(r, ep)))
 		return
 	}
 	who, tenant, err := g.authenticate(ctx, r, ep)
@@ -449,7 +475,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 			g.clientAnswer(ctx, w, r, ep, key, tenant, corr, body, resp)
 			return
 		}
-		writeFrame(w, http.StatusOK, refusal.Frame(derr.ID, refusal.Decode(derr), refusal.LayerGateway))
+		writeFrame(w, http.StatusOK, refusal.Frame(derr.ID, refusal.Decode(derr), refusal.LayerGateway, requestNumbering(r, ep)))
 		return
 	}
 	note.Method(req.Method)
@@ -536,11 +562,11 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 		if !ep.mcp {
 			ref := refusal.Unknown("initialize (served on /mcp)")
 			g.auditRefusal(ctx, c, ref, audit.SlotMethod)
-			writeRefusal(w, c.ID, ref, "", c.Method)
+			writeRefusal(w, c, ref, "")
 			return
 		}
 		if c.Stateless {
-			writeRefusal(w, c.ID, refusal.New(refusal.InvalidRequest, "Invalid request: initialize is not part of MCP 2026-07-28; send requests with their _meta, or speak 2025-11-25"), "", c.Method)
+			writeRefusal(w, c, refusal.New(refusal.InvalidRequest, "Invalid request: initialize is not part of MCP 2026-07-28; send requests with their _meta, or speak 2025-11-25"), "")
 			return
 		}
 		c.SessionID = "" // initialize always opens a new session
@@ -557,7 +583,7 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 	case !known:
 		ref := refusal.Unknown(c.Method)
 		g.auditRefusal(ctx, c, ref, audit.SlotMethod)
-		writeRefusal(w, c.ID, ref, "", c.Method)
+		writeRefusal(w, c, ref, "")
 	case row.Carry == pipeline.List && listed:
 		g.list(ctx, w, ep, c, l)
 	case c.Method == "initialize":
@@ -582,7 +608,7 @@ func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.R
 		// A row the dispatcher does not carry: refused, never forwarded.
 		ref := refusal.Unknown(c.Method)
 		g.auditRefusal(ctx, c, ref, audit.SlotMethod)
-		writeRefusal(w, c.ID, ref, "", c.Method)
+		writeRefusal(w, c, ref, "")
 	}
 }
 
@@ -658,12 +684,12 @@ func (g *Gateway) refuse(w http.ResponseWriter, ep endpoint, c *pipeline.Call, e
 	if ep.mcp && ref.Word == refusal.SessionError {
 		ref.Status = http.StatusNotFound
 	}
-	writeRefusal(w, c.ID, ref, c.Tenant.RefusalShape, c.Method)
+	writeRefusal(w, c, ref, c.Tenant.RefusalShape)
 }
 
 func (g *Gateway) internal(w http.ResponseWriter, c *pipeline.Call, err error) {
 	g.o.Logger.Error("internal error", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "method", c.Method, "err", err)
-	writeRefusal(w, c.ID, refusal.Internal(c.CorrelationID), "", c.Method)
+	writeRefusal(w, c, refusal.Internal(c.CorrelationID), "")
 }
 
 // deleteSession ends the caller's own session, and then the upstream

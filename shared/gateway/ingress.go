@@ -49,7 +49,7 @@ func (g *Gateway) answerChecked(ctx context.Context, w http.ResponseWriter, c *p
 	out, ref := g.checkAnswer(ctx, c, kind, frame)
 	if ref != nil {
 		g.auditRefusal(ctx, c, ref, pipeline.Results.String())
-		writeRefusal(w, c.ID, ref, "", c.Method)
+		writeRefusal(w, c, ref, "")
 		return
 	}
 	writeFrame(w, http.StatusOK, out)

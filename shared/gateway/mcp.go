@@ -40,7 +40,7 @@ func (g *Gateway) mcpHeaders(w http.ResponseWriter, r *http.Request, req *jsonrp
 			w.WriteHeader(status)
 			return modern, false
 		}
-		writeFrame(w, status, refusal.Frame(req.ReplyID(), ref, refusal.LayerGateway))
+		writeFrame(w, status, refusal.Frame(req.ReplyID(), ref, refusal.LayerGateway, requestNumbering(r, endpoint{mcp: true})))
 		return modern, false
 	}
 	if !acceptsBoth(r.Header.Values("Accept")) {

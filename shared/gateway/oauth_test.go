@@ -119,8 +119,8 @@ func TestOAuthRefusals(t *testing.T) {
 		body, challenge   string
 	}{
 		{"no token", "/t/acme/v1/invoke", "", 401,
-			`{"error":"unauthorized: missing API key; send the header Authorization: Bearer KEY"}`,
-			`Bearer realm="aegis", resource_metadata="` + metaA + `"`},
+			`{"error":"unauthorized: missing token; send Authorization: Bearer with an access token for this resource from this tenant's issuer (resource_metadata in WWW-Authenticate names it), or an API key of this tenant"}`,
+			`Bearer realm="aegis", resource_metadata="` + metaA + `", error_description="missing token; `},
 		{"expired", "/t/acme/v1/invoke", o.A.Sign(t, k, o.claims(o.A, "acme", func(c map[string]any) { c["exp"] = now.Add(-time.Hour).Unix() })), 401,
 			`{"error":"unauthorized: token has expired"}`, `Bearer realm="aegis", resource_metadata="` + metaA + `", error="invalid_token"`},
 		{"not yet valid", "/t/acme/v1/invoke", o.A.Sign(t, k, o.claims(o.A, "acme", func(c map[string]any) { c["nbf"] = now.Add(time.Hour).Unix() })), 401,
@@ -147,14 +147,20 @@ func TestOAuthRefusals(t *testing.T) {
 			`{"error":"forbidden: insufficient_scope: the token lacks a required scope (mcp)"}`,
 			`Bearer realm="aegis", resource_metadata="` + metaA + `", error="insufficient_scope", scope="mcp"`},
 		{"a token on a path without a tenant", "/v1/invoke", good, 401,
-			`{"error":"unauthorized: invalid API key"}`, `resource_metadata="http://gw.test/.well-known/oauth-protected-resource/v1/invoke"`},
+			`{"error":"unauthorized: invalid API key: the key sent is wrong, revoked or not one of this gateway's; send Authorization: Bearer with a valid aegis API key"}`,
+			`Bearer realm="aegis", error="invalid_token", error_description="invalid API key: `},
 		{"acme's API key at globex", "/t/globex/v1/invoke", o.KeyA, 401,
 			`{"error":"unauthorized: the API key is not one of the tenant this path names"}`, `Bearer realm="aegis"`},
 		// The challenge quotes the path as sent, escaped: a quote in it
 		// cannot end the quoted string.
-		{"a quote in the path", "/mcp/a%22b", "", 401,
+		{"a quote in the path", "/t/acme/mcp/a%22b", "", 401,
+			`{"error":"unauthorized: missing token; send Authorization: Bearer with an access token for this resource from this tenant's issuer (resource_metadata in WWW-Authenticate names it), or an API key of this tenant"}`,
+			`resource_metadata="http://gw.test/.well-known/oauth-protected-resource/t/acme/mcp/a%22b"`},
+		// The API-key endpoints advertise no OAuth flow (none can
+		// succeed there) and say in the challenge why the key failed.
+		{"no key on an API-key path", "/mcp", "", 401,
 			`{"error":"unauthorized: missing API key; send the header Authorization: Bearer KEY"}`,
-			`resource_metadata="http://gw.test/.well-known/oauth-protected-resource/mcp/a%22b"`},
+			`Bearer realm="aegis", error_description="missing API key; send the header Authorization: Bearer KEY"`},
 		{"a token at a tenant without issuers", "/t/nobody/v1/invoke", good, 401,
 			`{"error":"unauthorized: token issuer is not trusted by this tenant"}`, `error="invalid_token"`},
 	} {
@@ -163,8 +169,12 @@ func TestOAuthRefusals(t *testing.T) {
 			if r.Status != tc.status || string(r.Raw) != tc.body {
 				t.Errorf("got %d %s\nwant %d %s", r.Status, r.Raw, tc.status, tc.body)
 			}
-			if ch := r.Header.Get("WWW-Authenticate"); !strings.Contains(ch, tc.challenge) {
+			ch := r.Header.Get("WWW-Authenticate")
+			if !strings.Contains(ch, tc.challenge) {
 				t.Errorf("WWW-Authenticate = %q, want it to contain %q", ch, tc.challenge)
+			}
+			if oauthPath := strings.HasPrefix(tc.path, "/t/acme/") || strings.HasPrefix(tc.path, "/t/globex/"); strings.Contains(ch, "resource_metadata") != oauthPath {
+				t.Errorf("WWW-Authenticate = %q: resource_metadata only on an OAuth resource (acme and globex have issuers)", ch)
 			}
 			if tc.token != "" && strings.Contains(o.logs(), tc.token) {
 				t.Error("the token is in the log")
@@ -323,7 +333,7 @@ func TestOAuthEndpointBinding(t *testing.T) {
 				t.Fatalf("got %d %s, want 401 %s", r.Status, r.Raw, want)
 			}
 			meta := "http://gw.test" + gateway.WellKnownResource + p
-			if ch := r.Header.Get("WWW-Authenticate"); ch != `Bearer realm="aegis", resource_metadata="`+meta+`", error="invalid_token"` {
+			if ch := r.Header.Get("WWW-Authenticate"); ch != `Bearer realm="aegis", resource_metadata="`+meta+`", error="invalid_token", error_description="token audience is not this endpoint's resource"` {
 				t.Fatalf("WWW-Authenticate = %q, want the metadata of %s", ch, p)
 			}
 			// Follow the challenge: the metadata names the resource, and a

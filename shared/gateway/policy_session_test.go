@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 )
 
@@ -150,8 +151,10 @@ func TestPolicyStatelessRequests(t *testing.T) {
 			}
 			_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "transfer", Arguments: map[string]any{"to": "a", "amount": 1}})
 			var we *jsonrpc.Error
-			if !errors.As(err, &we) || we.Code != -32005 {
-				t.Fatalf("transfer = %v; want -32005 grant", err)
+			// The Go SDK's client speaks 2026-07-28 here (stateless):
+			// -32005 in that version's numbering.
+			if !errors.As(err, &we) || we.Code != int64(refusal.MCP20260728.Wire(refusal.CodeCapabilityDenied)) || we.Code != -33005 {
+				t.Fatalf("transfer = %v; want -33005 grant", err)
 			}
 
 			e = newPolEnv(t, st.new(t), registry.Tenant{}, "manifest: {max_tool_calls: 5}\n")
@@ -160,8 +163,8 @@ func TestPolicyStatelessRequests(t *testing.T) {
 				t.Fatalf("tools/list under max_tool_calls, no session = %+v, %v; want none", tools, err)
 			}
 			_, err = cs.CallTool(ctx, echo)
-			if !errors.As(err, &we) || we.Code != -32005 || !strings.Contains(string(we.Data), "tool_calls") {
-				t.Fatalf("echo under max_tool_calls, no session = %v; want -32005 tool_calls", err)
+			if !errors.As(err, &we) || we.Code != -33005 || !strings.Contains(string(we.Data), "tool_calls") {
+				t.Fatalf("echo under max_tool_calls, no session = %v; want -33005 (2026-07-28) tool_calls", err)
 			}
 		})
 	}

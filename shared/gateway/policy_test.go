@@ -38,6 +38,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/killswitch"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/policy"
+	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/store"
 )
@@ -281,7 +282,7 @@ func TestPolicyPermitOnlyEcho(t *testing.T) {
 				t.Fatalf("echo after the refusal = %+v, %v", res, err)
 			}
 			r, _ := e.invoke(t, e.Key, "", "transfer", transferArgs, "")
-			if r.code() != -32003 || r.word() != "POLICY_DENIED" || r.Error.Message != "Denied by policy" || strings.Contains(string(r.Raw), "echo-only") {
+			if r.code() != -32003 || r.word() != "POLICY_DENIED" || r.Error.Message != refusal.New(refusal.PolicyDenied, "").WireMessage() || strings.Contains(string(r.Raw), "echo-only") {
 				t.Fatalf("transfer on the wire = %s; want -32003 POLICY_DENIED, no rule", r.Raw)
 			}
 			rec := e.lastRecord(t, "transfer")

@@ -28,7 +28,7 @@ import (
 // answered until every server has.
 func (g *Gateway) relay(ctx context.Context, w http.ResponseWriter, ep endpoint, c *pipeline.Call, servers []registry.Server) {
 	if len(servers) == 0 || servers[0].Name == "" {
-		writeRefusal(w, c.ID, refusal.Unknown("server for "+c.Method), "", c.Method)
+		writeRefusal(w, c, refusal.Unknown("server for "+c.Method), "")
 		return
 	}
 	ctx = g.up.WithBudget(ctx)
@@ -69,7 +69,7 @@ func (g *Gateway) relay(ctx context.Context, w http.ResponseWriter, ep endpoint,
 				ref := refusal.Internal(c.CorrelationID)
 				_ = errors.As(err, &ref)
 				g.auditRefusal(ctx, c, ref, refusedSlot(c))
-				writeRefusal(w, c.ID, ref, "", c.Method)
+				writeRefusal(w, c, ref, "")
 				return
 			}
 		}
@@ -94,7 +94,7 @@ func (g *Gateway) relay(ctx context.Context, w http.ResponseWriter, ep endpoint,
 	case failure != nil:
 		ref, o := g.upstreamRefusal(st.ctx(), c, failure)
 		g.audit(st.ctx(), c, o, int(ref.Code), string(ref.Word), audit.SlotUpstream, "")
-		writeRefusal(w, c.ID, ref, "", c.Method)
+		writeRefusal(w, c, ref, "")
 	case upErr != nil && (ok == nil || errorCode(upErr.Error) != jsonrpc.CodeMethodNotFound):
 		g.audit(st.ctx(), c, audit.OutcomeError, int(errorCode(upErr.Error)), "", "", "")
 		writeFrame(w, http.StatusOK, jsonrpc.RawError(c.ID, upErr.Error))

@@ -73,18 +73,18 @@ type upSub struct {
 // acknowledgment honours nothing and the result follows at once.
 func (g *Gateway) subscribe(ctx context.Context, w http.ResponseWriter, ep endpoint, c *pipeline.Call) {
 	if !c.Stateless {
-		writeRefusal(w, c.ID, refusal.Unknown(c.Method+" (MCP 2026-07-28; a 2025-11-25 session listens with GET)"), "", c.Method)
+		writeRefusal(w, c, refusal.Unknown(c.Method+" (MCP 2026-07-28; a 2025-11-25 session listens with GET)"), "")
 		return
 	}
 	var p struct {
 		Notifications *filter `json:"notifications"`
 	}
 	if json.Unmarshal(c.Params, &p) != nil || p.Notifications == nil {
-		writeRefusal(w, c.ID, refusal.New(refusal.InvalidParams, "Invalid params: subscriptions/listen needs its notifications filter, an object"), "", c.Method)
+		writeRefusal(w, c, refusal.New(refusal.InvalidParams, "Invalid params: subscriptions/listen needs its notifications filter, an object"), "")
 		return
 	}
 	if len(p.Notifications.URIs) > MaxListenURIs {
-		writeRefusal(w, c.ID, refusal.New(refusal.InvalidParams, "Invalid params: at most "+strconv.Itoa(MaxListenURIs)+" resourceSubscriptions per subscriptions/listen"), "", c.Method)
+		writeRefusal(w, c, refusal.New(refusal.InvalidParams, "Invalid params: at most "+strconv.Itoa(MaxListenURIs)+" resourceSubscriptions per subscriptions/listen"), "")
 		return
 	}
 	want := *p.Notifications
@@ -92,7 +92,7 @@ func (g *Gateway) subscribe(ctx context.Context, w http.ResponseWriter, ep endpo
 	if !ok {
 		ref := refusal.TooManyStreams(MaxStreamsPerKey)
 		g.auditRefusal(ctx, c, ref, audit.SlotStreams)
-		writeRefusal(w, c.ID, ref, "", c.Method)
+		writeRefusal(w, c, ref, "")
 		return
 	}
 	defer release()

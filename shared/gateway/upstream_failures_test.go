@@ -35,7 +35,7 @@ func checkTimeout(t *testing.T, e *upEnv, r upReply) {
 	if r.code() != -32064 {
 		t.Fatalf("code = %d (%s); want -32064", r.code(), r.Raw)
 	}
-	if want := "Upstream error: upstream did not respond within 1s; the call may have executed"; r.Error.Message != want {
+	if want := "Upstream error: upstream did not respond within 1s; the call may have executed, so confirm the outcome of work on tools before retrying, and retry only an idempotent tool, with the SAME Idempotency-Key (UPSTREAM_TIMEOUT)"; r.Error.Message != want {
 		t.Errorf("message = %q; want %q", r.Error.Message, want)
 	}
 	var d timeoutData
@@ -62,7 +62,7 @@ func checkUpstreamError(t *testing.T, e *upEnv, r upReply, detail string) {
 	if !strings.HasPrefix(r.Error.Message, "Upstream error: ") {
 		t.Errorf("message = %q; want it to start with %q", r.Error.Message, "Upstream error: ")
 	}
-	if d := strings.TrimPrefix(r.Error.Message, "Upstream error: "); len([]rune(d)) > refusal.MaxUpstreamDetail {
+	if d := strings.TrimSuffix(strings.TrimPrefix(r.Error.Message, "Upstream error: "), "; "+refusal.New(refusal.UpstreamError, "").Next+" (UPSTREAM_ERROR)"); len([]rune(d)) > refusal.MaxUpstreamDetail {
 		t.Errorf("detail is %d characters; cap is 300", len([]rune(d)))
 	}
 	if detail != "" && !strings.Contains(r.Error.Message, detail) {

@@ -46,6 +46,7 @@ const (
 	// MCP 2026-07-28 (SEP-2575) transport codes, toward clients of that
 	// version.
 	CodeHeaderMismatch      Code = -32020 // Mcp-Method, Mcp-Name or MCP-Protocol-Version missing or not the body's
+	CodeMissingCapability   Code = -32021 // defined by the specification; aegis does not send it
 	CodeUnsupportedProtocol Code = -32022 // MCP-Protocol-Version the gateway does not speak
 )
 
@@ -85,34 +86,39 @@ type Entry struct {
 	Message string // default message; builders may make it more specific
 	Status  int    // HTTP status the response travels with
 	When    string // one line for docs/error-codes.md
+	// Next is what the person behind the client can do, appended to the
+	// message ("MESSAGE; NEXT (WORD)"); "" where every message of the
+	// word says it itself (the builders of -32061, -32004, -32064 and
+	// wrap's frame, the session error, the specific -32600 and -32602).
+	Next string
 }
 
 // Table is the whole vocabulary, in the order docs/error-codes.md lists it.
 // -32042 is not a row: it is wrap's single frame (see Wrap), whose
 // data.aegis.code is one of these words.
 var Table = []Entry{
-	{CodeParseError, ParseError, "Parse error", http.StatusBadRequest, "the body could not be read as JSON; id is null"},
-	{CodeInvalidRequest, InvalidRequest, "Invalid request", http.StatusOK, "not a JSON-RPC 2.0 request object (missing or wrong jsonrpc, bad id type, missing method, batch array)"},
-	{CodeMethodNotFound, MethodNotFound, "Method not found", http.StatusOK, "unknown method, or a tool this tenant does not have (another tenant's tool is unknown, never forbidden)"},
-	{CodeInvalidParams, InvalidParams, "Invalid params", http.StatusOK, "params missing or of the wrong type; arguments failing the tool's inputSchema (INPUT_VALIDATION=block; data: pointer, keyword); an Idempotency-Key over 255 characters or reused with different params; a retry whose first answer was too large to keep (data: answer_cap_bytes)"},
-	{CodeInternal, SessionError, "Session error: unknown or expired session; drop X-Session-ID to start a new one", http.StatusOK, "unknown or expired X-Session-ID / Mcp-Session-Id"},
-	{CodeInternal, InternalError, "Internal error", http.StatusOK, "an internal failure; the message carries only the correlation id"},
-	{CodeUpstream, UpstreamError, "Upstream error", http.StatusOK, "upstream unreachable, non-2xx, or unreadable; detail capped at 300 characters, brokered credentials removed"},
-	{CodePolicyDenied, PolicyDenied, "Denied by policy", http.StatusOK, "an RBAC role or a policy rule refuses the call; while the tenant's policy set cannot be read, every decidable call (data: reason \"policy not loaded\")"},
-	{CodeRateLimited, RateLimited, "Rate limit exceeded", http.StatusOK, "per-session, per-tool or per-API-key window exhausted (scope session, tool, key), or more than 600 sessions minted for one API key in a minute (scope new_session); data: scope, limit, retry_after_ms"},
-	{CodeCapabilityDenied, CapabilityDenied, "Outside the session's grant", http.StatusOK, "outside the session's grant: grant list, session clocks, tool-call budget (data: reason lifetime, idle, grant, tool_calls or steps)"},
-	{CodePromptInjection, PromptInjection, "Prompt injection detected", http.StatusOK, "injection found in arguments or in a tool result (THREAT_MODE=block)"},
-	{CodeToolPoisoning, ToolPoisoning, "Tool definition rejected", http.StatusOK, "poisoned tool definition, one that changed since it was pinned, or one held for review"},
-	{CodeSensitiveData, SensitiveData, "Sensitive data in result", http.StatusOK, "credential, card number or SSN in a result (PII_ACTION=block)"},
-	{CodeEgressBlocked, EgressBlocked, "Sensitive data in arguments", http.StatusOK, "credential, card number or SSN leaving in arguments (EGRESS_ACTION=block)"},
-	{CodeQuotaExceeded, QuotaExceeded, "Monthly quota exceeded", http.StatusOK, "monthly tier quota with BILLING_ENFORCE=1; data: tier, limit, used, period"},
-	{CodeApprovalRequired, ApprovalRequired, "Approval required", http.StatusOK, "call held for a human; data: approval_id, status pending/denied/unavailable"},
-	{CodeToolStopped, ToolStopped, "Tool stopped by operator", http.StatusOK, "kill switch on the tool or its server, whatever the policy says"},
-	{CodeUpstreamUnavailable, UpstreamUnavailable, "Upstream unavailable", http.StatusOK, "circuit open, or UPSTREAM_MAX_CONCURRENT calls in flight, or the same idempotency key in flight"},
-	{CodeUpstreamTimeout, UpstreamTimeout, "Upstream error: upstream did not respond in time; the call may have executed", http.StatusOK, "upstream got the call and did not answer within UPSTREAM_TIMEOUT_SECS; data: executed, safe_to_retry, guidance"},
-	{CodeApprovalRequired, PendingApproval, "Approval required", http.StatusOK, "the word `aegis wrap` puts in its -32042 frame for a tool that needs approval (wrap refuses it rather than parking it)"},
-	{CodeHeaderMismatch, HeaderMismatch, "Header mismatch", http.StatusBadRequest, "MCP 2026-07-28 on /mcp: the Mcp-Method, Mcp-Name or MCP-Protocol-Version header is missing or does not match the body (_meta protocolVersion)"},
-	{CodeUnsupportedProtocol, UnsupportedProtocol, "Unsupported protocol version", http.StatusBadRequest, "an MCP-Protocol-Version header the gateway does not speak; data: supported, requested"},
+	{CodeParseError, ParseError, "Parse error", http.StatusBadRequest, "the body could not be read as JSON; id is null", "send one JSON-RPC request as valid JSON"},
+	{CodeInvalidRequest, InvalidRequest, "Invalid request", http.StatusOK, "not a JSON-RPC 2.0 request object (missing or wrong jsonrpc, bad id type, missing method, batch array)", ""},
+	{CodeMethodNotFound, MethodNotFound, "Method not found", http.StatusOK, "unknown method, or a tool this tenant does not have (another tenant's tool is unknown, never forbidden)", "check the name against what this caller's tools/list offers"},
+	{CodeInvalidParams, InvalidParams, "Invalid params", http.StatusOK, "params missing or of the wrong type; arguments failing the tool's inputSchema (INPUT_VALIDATION=block; data: pointer, keyword); an Idempotency-Key over 255 characters or reused with different params; a retry whose first answer was too large to keep (data: answer_cap_bytes)", ""},
+	{CodeInternal, SessionError, "Session error: unknown or expired session; drop X-Session-ID to start a new one", http.StatusOK, "unknown or expired X-Session-ID / Mcp-Session-Id", ""},
+	{CodeInternal, InternalError, "Internal error", http.StatusOK, "an internal failure; the message carries only the correlation id", "give the correlation id to the gateway's operator"},
+	{CodeUpstream, UpstreamError, "Upstream error", http.StatusOK, "upstream unreachable, non-2xx, or unreadable; detail capped at 300 characters, brokered credentials removed", "the server may have run the call, so confirm its outcome before retrying a tool that is not idempotent"},
+	{CodePolicyDenied, PolicyDenied, "Denied by policy", http.StatusOK, "an RBAC role or a policy rule refuses the call; while the tenant's policy set cannot be read, every decidable call (data: reason \"policy not loaded\")", "ask the tenant's operator to change the policy if this call should run"},
+	{CodeRateLimited, RateLimited, "Rate limit exceeded", http.StatusOK, "per-session, per-tool or per-API-key window exhausted (scope session, tool, key), or more than 600 sessions minted for one API key in a minute (scope new_session); data: scope, limit, retry_after_ms", ""},
+	{CodeCapabilityDenied, CapabilityDenied, "Outside the session's grant", http.StatusOK, "outside the session's grant: grant list, session clocks, tool-call budget (data: reason lifetime, idle, grant, tool_calls or steps)", "start a new session, or ask the tenant's operator for a wider grant"},
+	{CodePromptInjection, PromptInjection, "Prompt injection detected", http.StatusOK, "injection found in arguments or in a tool result (THREAT_MODE=block)", "remove the instructions from the call, or ask the tenant's operator to review the tool"},
+	{CodeToolPoisoning, ToolPoisoning, "Tool definition rejected", http.StatusOK, "poisoned tool definition, one that changed since it was pinned, or one held for review", "ask the tenant's operator to review the tool's definition and pin it"},
+	{CodeSensitiveData, SensitiveData, "Sensitive data in result", http.StatusOK, "credential, card number or SSN in a result (PII_ACTION=block)", "ask the tool's owner to keep credentials, card numbers and SSNs out of its answers"},
+	{CodeEgressBlocked, EgressBlocked, "Sensitive data in arguments", http.StatusOK, "credential, card number or SSN leaving in arguments (EGRESS_ACTION=block)", "remove the credential, card number or SSN from the arguments and send the call again"},
+	{CodeQuotaExceeded, QuotaExceeded, "Monthly quota exceeded", http.StatusOK, "monthly tier quota with BILLING_ENFORCE=1; data: tier, limit, used, period", "wait for next month's quota, or ask for a higher tier"},
+	{CodeApprovalRequired, ApprovalRequired, "Approval required", http.StatusOK, "call held for a human; data: approval_id, status pending/denied/unavailable", ""},
+	{CodeToolStopped, ToolStopped, "Tool stopped by operator", http.StatusOK, "kill switch on the tool or its server, whatever the policy says", "ask an operator to resume it, as sending the call again will not help until then"},
+	{CodeUpstreamUnavailable, UpstreamUnavailable, "Upstream unavailable", http.StatusOK, "circuit open, or UPSTREAM_MAX_CONCURRENT calls in flight, or the same idempotency key in flight", "send the call again in a few seconds"},
+	{CodeUpstreamTimeout, UpstreamTimeout, "Upstream error: upstream did not respond in time; the call may have executed", http.StatusOK, "upstream got the call and did not answer within UPSTREAM_TIMEOUT_SECS; data: executed, safe_to_retry, guidance", ""},
+	{CodeApprovalRequired, PendingApproval, "Approval required", http.StatusOK, "the word `aegis wrap` puts in its -32042 frame for a tool that needs approval (wrap refuses it rather than parking it)", ""},
+	{CodeHeaderMismatch, HeaderMismatch, "Header mismatch", http.StatusBadRequest, "MCP 2026-07-28 on /mcp: the Mcp-Method, Mcp-Name or MCP-Protocol-Version header is missing or does not match the body (_meta protocolVersion)", "send Mcp-Method, Mcp-Name and MCP-Protocol-Version as the body has them"},
+	{CodeUnsupportedProtocol, UnsupportedProtocol, "Unsupported protocol version", http.StatusBadRequest, "an MCP-Protocol-Version header the gateway does not speak; data: supported, requested", "speak one of the versions in data.supported"},
 }
 
 var byWord = func() map[Word]Entry {
@@ -139,6 +145,7 @@ type Refusal struct {
 	Code    Code
 	Word    Word
 	Message string
+	Next    string         // the next step, appended to Message on the wire; the entry's by default
 	Fields  map[string]any // top-level error.data members, e.g. tier, limit
 	Status  int            // HTTP status; 0 means the entry's default
 }
@@ -166,7 +173,7 @@ func New(w Word, msg string) *Refusal {
 	if msg == "" {
 		msg = e.Message
 	}
-	return &Refusal{Code: e.Code, Word: w, Message: msg}
+	return &Refusal{Code: e.Code, Word: w, Message: msg, Next: e.Next}
 }
 
 // With adds a top-level data field and returns r.
@@ -184,10 +191,19 @@ type Marker struct {
 	Code  Word  `json:"code"`
 }
 
-// Object renders r as a JSON-RPC error object authored by layer.
-// Standard JSON-RPC codes without aegis meaning (parse, invalid request) carry
-// the marker too, so a client can always tell an aegis answer from an upstream one.
-func (r *Refusal) Object(layer Layer) *jsonrpc.WireError {
+// Object renders r as a JSON-RPC error object authored by layer, its code
+// in seed 004's numbering (what /v1/invoke and MCP 2025-11-25 and earlier
+// get); ObjectIn renders it in another.
+func (r *Refusal) Object(layer Layer) *jsonrpc.WireError { return r.ObjectIn(layer, Seed) }
+
+// ObjectIn renders r as a JSON-RPC error object authored by layer, for a
+// client that reads codes in numbering n. The message is one sentence:
+// r's message, its next step, and its word in parentheses, so that a
+// client that shows only error.message still shows the cause by name and
+// what to do. Standard JSON-RPC codes
+// without aegis meaning (parse, invalid request) carry the marker too, so
+// a client can always tell an aegis answer from an upstream one.
+func (r *Refusal) ObjectIn(layer Layer, n Numbering) *jsonrpc.WireError {
 	data := make(map[string]any, len(r.Fields)+1)
 	for k, v := range r.Fields {
 		data[k] = v
@@ -198,12 +214,73 @@ func (r *Refusal) Object(layer Layer) *jsonrpc.WireError {
 		// Fields are built by this package's callers from plain values.
 		panic("refusal: unencodable data: " + err.Error())
 	}
-	return &jsonrpc.WireError{Code: int64(r.Code), Message: r.Message, Data: b}
+	return &jsonrpc.WireError{Code: int64(n.Wire(r.Code)), Message: r.WireMessage(), Data: b}
 }
 
-// Frame encodes r, authored by layer, as the error response to id.
-func Frame(id json.RawMessage, r *Refusal, layer Layer) []byte {
-	return jsonrpc.Error(id, r.Object(layer))
+// WireMessage is error.message as a client receives it: "MESSAGE; NEXT
+// (WORD)", or "MESSAGE (WORD)" without a next step.
+func (r *Refusal) WireMessage() string {
+	msg := r.Message
+	if r.Next != "" {
+		msg += "; " + r.Next
+	}
+	return msg + " (" + string(r.Word) + ")"
+}
+
+// Frame encodes r, authored by layer, as the error response to id for a
+// client that reads codes in numbering n.
+func Frame(id json.RawMessage, r *Refusal, layer Layer, n Numbering) []byte {
+	return jsonrpc.Error(id, r.ObjectIn(layer, n))
+}
+
+// Numbering is how a refusal's code is written for the client it goes to.
+// The words (data.aegis.code) never change; the numbers follow the
+// protocol the client speaks (docs/error-codes.md, "Codes per protocol
+// version"). The zero value is Seed.
+type Numbering int
+
+const (
+	// Seed is seed 004's numbering, the contract of the versions it was
+	// written for: /v1/invoke (aegis's own API, whatever MCP version
+	// exists) and MCP 2025-03-26, 2025-06-18 and 2025-11-25 on /mcp.
+	// Wrap's frame is -32042.
+	Seed Numbering = iota
+	// MCP20260728 is MCP 2026-07-28's. That version reserves
+	// -32020..-32099 for the codes it defines, forbids -32042 and -32002,
+	// and retires -32000..-32019 ("SHOULD NOT use"); new application
+	// codes belong outside -32768..-32000. So every aegis code in
+	// -32000..-32099 that the specification does not define moves 1000
+	// down, keeping its last three digits (-32061 is -33061, wrap's -32042
+	// is -33042, -32000 is -33000); the five standard JSON-RPC codes and
+	// the specification's own (-32020, -32022) stay.
+	MCP20260728
+)
+
+// Numberings lists every numbering, for tests and docs.
+var Numberings = []Numbering{Seed, MCP20260728}
+
+// modernShift is how far MCP20260728 moves an aegis code: out of
+// JSON-RPC's reserved range, last three digits kept.
+const modernShift = 1000
+
+// specDefined are the codes MCP 2026-07-28 itself defines in its reserved
+// sub-range: kept, with the meaning the specification gives them.
+var specDefined = map[Code]bool{CodeHeaderMismatch: true, CodeMissingCapability: true, CodeUnsupportedProtocol: true}
+
+// Wire is c as a client reading numbering n receives it.
+func (n Numbering) Wire(c Code) Code {
+	if n == MCP20260728 && c >= -32099 && c <= -32000 && !specDefined[c] {
+		return c - modernShift
+	}
+	return c
+}
+
+// String names n as docs/error-codes.md does.
+func (n Numbering) String() string {
+	if n == MCP20260728 {
+		return "MCP 2026-07-28"
+	}
+	return "seed 004"
 }
 
 // Decode is the refusal for a request the JSON-RPC layer could not decode:
@@ -218,11 +295,17 @@ func Decode(e *jsonrpc.DecodeError) *Refusal {
 
 // --- builders for the codes that carry data (seed 004) ---
 
-// RateLimit is -32004 with scope ("session", "tool" or "key"), limit and retry_after_ms.
+// RateLimit is -32004 with scope ("session", "tool" or "key"), limit and
+// retry_after_ms; the message says when to retry, in whole seconds as
+// Retry-After does.
 func RateLimit(scope string, limit int, retryAfterMs int64) *Refusal {
-	return New(RateLimited, fmt.Sprintf("Rate limit exceeded: %d calls per minute per %s", limit, scope)).
+	return New(RateLimited, fmt.Sprintf("Rate limit exceeded: %d calls per minute per %s; retry in %ds", limit, scope, retrySecs(retryAfterMs))).
 		With("scope", scope).With("limit", limit).With("retry_after_ms", retryAfterMs)
 }
+
+// retrySecs is a wait of ms milliseconds in whole seconds, rounded up, at
+// least 1.
+func retrySecs(ms int64) int64 { return max(1, (ms+999)/1000) }
 
 // RetryAfterSecs is the Retry-After header of a -32004 answer (seed 004):
 // data.retry_after_ms in whole seconds, rounded up, at least 1; false for
@@ -232,7 +315,7 @@ func (r *Refusal) RetryAfterSecs() (int64, bool) {
 		return 0, false
 	}
 	ms, _ := r.Fields["retry_after_ms"].(int64) // RateLimit and the session ceiling store an int64
-	return max(1, (ms+999)/1000), true
+	return retrySecs(ms), true
 }
 
 // Quota is -32060 with exactly tier, limit, used and period (UTC YYYYMM).
@@ -249,9 +332,20 @@ const (
 )
 
 // Approval is -32061 "Approval required for TOOL on SERVER" with status and,
-// when there is one, approval_id.
+// when there is one, approval_id; the rest of the message is the next
+// step: for a pending hold, that a person must approve the approval id and
+// that the identical call is then sent again.
 func Approval(tool, server, approvalID, status string) *Refusal {
-	r := New(ApprovalRequired, fmt.Sprintf("Approval required for %s on %s", tool, server)).With("status", status)
+	next := ""
+	switch status {
+	case ApprovalPending:
+		next = "; a person must approve approval " + approvalID + ", then send the identical call again"
+	case ApprovalDenied:
+		next = "; a person denied approval " + approvalID + ", so do not send this call again"
+	case ApprovalUnavailable:
+		next = "; the approval store could not be reached and the call did not run, so send it again later"
+	}
+	r := New(ApprovalRequired, fmt.Sprintf("Approval required for %s on %s%s", tool, server, next)).With("status", status)
 	if approvalID != "" {
 		r.With("approval_id", approvalID)
 	}
@@ -261,9 +355,10 @@ func Approval(tool, server, approvalID, status string) *Refusal {
 // TimeoutGuidance is the seed's guidance text for -32064.
 const TimeoutGuidance = "The upstream received this call and did not answer in time. It may have executed. Confirm the outcome before retrying; if the tool is idempotent, retry with the SAME idempotency key."
 
-// Timeout is -32064 for a deadline of secs seconds.
-func Timeout(secs int) *Refusal {
-	return New(UpstreamTimeout, fmt.Sprintf("Upstream error: upstream did not respond within %ds; the call may have executed", secs)).
+// Timeout is -32064 for a deadline of secs seconds, of the call to object
+// ("echo on billing"): the seed's message, then the idempotency guidance.
+func Timeout(secs int, object string) *Refusal {
+	return New(UpstreamTimeout, fmt.Sprintf("Upstream error: upstream did not respond within %ds; the call may have executed, so confirm the outcome of %s before retrying, and retry only an idempotent tool, with the SAME Idempotency-Key", secs, object)).
 		With("executed", "unknown").With("safe_to_retry", false).With("guidance", TimeoutGuidance)
 }
 
@@ -289,7 +384,9 @@ func Policy(reason string) *Refusal {
 	if reason == "" {
 		return New(PolicyDenied, "")
 	}
-	return New(PolicyDenied, "Denied by policy: "+reason).With("reason", reason)
+	r := New(PolicyDenied, "Denied by policy: "+reason).With("reason", reason)
+	r.Next = "the call did not run, so send it again once the tenant's policy can be read"
+	return r
 }
 
 // Capability is -32005 for a call outside the session's grant; data.reason
@@ -400,17 +497,30 @@ func Unknown(what string) *Refusal {
 	return New(MethodNotFound, "Method not found: "+what)
 }
 
-// WrapMessage is the message of wrap's -32042 frame (seed ADR).
+// WrapMessage starts the message of wrap's frame (seed ADR 000).
 const WrapMessage = "aegis wrap refused this tools/call"
 
-// Wrap is the one frame `aegis wrap` may author: -32042 with the cause w
-// (POLICY_DENIED, PENDING_APPROVAL, ...) from the same table. Encode it with
-// Object(LayerWrap).
-func Wrap(w Word) *Refusal {
+// Wrap is the one frame `aegis wrap` may author: -32042 (in seed 004's
+// numbering) with the cause w (POLICY_DENIED, PENDING_APPROVAL, ...) from
+// the same table, for a call of tool ("" when the call could not be read)
+// refused by rule (the policy rule or pin that decided), next being what a
+// person can do about it. The message is WrapMessage, then the tool, the
+// rule and next; data carries tool and rule beside the marker. Encode it
+// with ObjectIn(LayerWrap, n).
+func Wrap(w Word, tool, rule, next string) *Refusal {
 	if _, ok := byWord[w]; !ok {
 		panic("refusal: word not in table: " + string(w))
 	}
-	return &Refusal{Code: CodeWrapRefused, Word: w, Message: WrapMessage}
+	msg := WrapMessage
+	if tool != "" {
+		msg += " of " + strconv.Quote(tool)
+	}
+	r := &Refusal{Code: CodeWrapRefused, Word: w, Message: msg + " by rule " + rule + "; " + next}
+	r.With("rule", rule)
+	if tool != "" {
+		r.With("tool", tool)
+	}
+	return r
 }
 
 // Session is the -32603 session error.

@@ -104,7 +104,7 @@ func TestAuditShortWriteLeavesNoTornRecord(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	out := bufio.NewReader(outp)
 	io.WriteString(in, callLine(1, "echo"))
-	if got, err := out.ReadString('\n'); err != nil || got != frame("1", "INTERNAL_ERROR") {
+	if got, err := out.ReadString('\n'); err != nil || got != frame("1", "INTERNAL_ERROR", "echo", ruleAuditFailed) {
 		t.Fatalf("got %q, %v; stderr %s", got, err, errb.String())
 	}
 	// Lift the limit (the hard limit stays what it was).

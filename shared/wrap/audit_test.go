@@ -129,7 +129,7 @@ func TestAuditSurvivesKill9(t *testing.T) {
 			}
 			_ = cmd.Wait()
 			in.Close()
-			if tc.outcome == "refused" && line != frame("7", "POLICY_DENIED") {
+			if tc.outcome == "refused" && line != frame("7", "POLICY_DENIED", "shell_exec", "deny:shell_*") {
 				t.Fatalf("got %q", line)
 			}
 			if tc.outcome == "allowed" && line != tc.req+"\n" {
@@ -191,7 +191,7 @@ func TestAuditWriteFailureFailsClosed(t *testing.T) {
 	r.send(t, callLine(1, "echo"))
 	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n"
 	r.send(t, ping)
-	if r.client.String() != frame("1", "INTERNAL_ERROR") {
+	if r.client.String() != frame("1", "INTERNAL_ERROR", "echo", ruleAuditFailed) {
 		t.Errorf("client got %q", r.client.String())
 	}
 	if r.child.String() != ping {
@@ -267,7 +267,7 @@ func TestAuditSyncFailureRecordsTheRefusal(t *testing.T) {
 	r := newRig(t, a, testPolicy)
 	r.send(t, callLine(1, "echo"))
 	r.send(t, callLine(2, "echo"))
-	if r.client.String() != frame("1", "INTERNAL_ERROR") || r.child.String() != callLine(2, "echo") {
+	if r.client.String() != frame("1", "INTERNAL_ERROR", "echo", ruleAuditFailed) || r.child.String() != callLine(2, "echo") {
 		t.Errorf("client got %q, child got %q", r.client.String(), r.child.String())
 	}
 	recs := readRecords(t, path)

@@ -30,9 +30,9 @@ func BenchmarkRelay(b *testing.B) {
 		{"wrap-policy-audit/message", []string{"--policy", "POLICY", "--audit", "AUDIT"}, ping, ping},
 		{"direct/tools-call", nil, call, call},
 		{"wrap-policy-audit/recorded-allowed-call", []string{"--policy", "POLICY", "--audit", "AUDIT"}, call, call},
-		{"wrap-policy-audit/recorded-refused-call", []string{"--policy", "POLICY", "--audit", "AUDIT"}, denied, frame("3", "POLICY_DENIED")},
+		{"wrap-policy-audit/recorded-refused-call", []string{"--policy", "POLICY", "--audit", "AUDIT"}, denied, frame("3", "POLICY_DENIED", "shell_exec", "deny:shell_*")},
 		{"wrap-policy-audit-sync/recorded-allowed-call", []string{"--policy", "POLICY", "--audit", "AUDIT", "--audit-sync"}, call, call},
-		{"wrap-policy-audit-sync/recorded-refused-call", []string{"--policy", "POLICY", "--audit", "AUDIT", "--audit-sync"}, denied, frame("3", "POLICY_DENIED")},
+		{"wrap-policy-audit-sync/recorded-refused-call", []string{"--policy", "POLICY", "--audit", "AUDIT", "--audit-sync"}, denied, frame("3", "POLICY_DENIED", "shell_exec", "deny:shell_*")},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {

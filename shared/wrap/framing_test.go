@@ -20,7 +20,7 @@ const deniedCall = `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"nam
 // joins values across newlines), so it is refused as a possible call: a
 // -32042 frame with id null, POLICY_DENIED, rule "unparseable".
 func TestStrictFramingUnderPolicy(t *testing.T) {
-	refused := frame("null", "POLICY_DENIED")
+	refused := frame("null", "POLICY_DENIED", "", ruleUnparseable)
 	cases := []struct {
 		name   string
 		lines  []string // each sent as is; the child must see exactly the forwarded ones
@@ -197,7 +197,7 @@ func TestBatchWithANonObjectElementIsRefused(t *testing.T) {
 				wantChild, wantOut := line+"\n", line+"\n"
 				wantRec := Record{Outcome: "allowed", Rule: ruleAmbiguous}
 				if enforce {
-					wantChild, wantOut = "", frame("null", "POLICY_DENIED")
+					wantChild, wantOut = "", frame("null", "POLICY_DENIED", "", ruleAmbiguous)
 					wantRec = Record{Outcome: "refused", Code: -32042, Word: "POLICY_DENIED", Rule: ruleAmbiguous}
 				}
 				if string(got) != wantChild || string(out) != wantOut {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -67,7 +68,10 @@ func TestMCPClientThroughWrap(t *testing.T) {
 					Aegis struct{ Layer, Code string }
 				}
 				_ = json.Unmarshal(we.Data, &data)
-				if we.Code != -32042 || we.Message != "aegis wrap refused this tools/call" || data.Aegis.Layer != "wrap" || data.Aegis.Code != word {
+				// The Go SDK's client speaks MCP 2026-07-28 to a child that
+				// offers it (the child here is a Go SDK server), so wrap's
+				// frame carries -33042: that version forbids -32042.
+				if we.Code != int64(refusal.MCP20260728.Wire(refusal.CodeWrapRefused)) || we.Code != -33042 || !strings.HasPrefix(we.Message, "aegis wrap refused this tools/call of \""+tool+"\" by rule ") || !strings.HasSuffix(we.Message, "("+word+")") || data.Aegis.Layer != "wrap" || data.Aegis.Code != word {
 					t.Errorf("%s: got code %d message %q data %s", tool, we.Code, we.Message, we.Data)
 				}
 			}

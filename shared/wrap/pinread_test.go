@@ -127,7 +127,7 @@ func TestPinsReadListingsStrictly(t *testing.T) {
 			l.send(list + "\n")
 			untilMarker()
 			l.send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{}}}` + "\n")
-			if got, want := l.recv(), string(refusalFrame(json.RawMessage("4"), refusal.ToolPoisoning)); got != want {
+			if got, want := l.recv(), frame("4", string(refusal.ToolPoisoning), "echo", tc.rule); got != want {
 				t.Fatalf("echo after the changed listing: got %q, want %q", got, want)
 			}
 			if code := l.wait(); code != 0 {
@@ -156,7 +156,7 @@ func TestPinFileBoundedAtWrite(t *testing.T) {
 	}
 	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"` + hugeName + `","arguments":{}}}`
 	l.send(call + "\n")
-	if got, want := l.recv(), string(refusalFrame(json.RawMessage("2"), refusal.ToolPoisoning)); got != want {
+	if got, want := l.recv(), frame("2", string(refusal.ToolPoisoning), hugeName, rulePinRefused); got != want {
 		t.Fatalf("call of the huge tool: got %.200q, want %q", got, want)
 	}
 	if code := l.wait(); code != 0 {

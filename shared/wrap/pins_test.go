@@ -115,7 +115,7 @@ func TestWrapPins(t *testing.T) {
 	refused := func(t *testing.T, err error) {
 		t.Helper()
 		var we *jsonrpc.Error
-		if !errors.As(err, &we) || we.Code != -32042 || we.Message != "aegis wrap refused this tools/call" {
+		if !errors.As(err, &we) || we.Code != -33042 || !strings.HasPrefix(we.Message, "aegis wrap refused this tools/call of ") || !strings.HasSuffix(we.Message, "(TOOL_POISONING)") {
 			t.Fatalf("got %v, want the -32042 frame", err)
 		}
 		var data struct{ Aegis struct{ Layer, Code string } }

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
 // clientOut is the client-facing stream. Two goroutines write to it: the
@@ -151,10 +153,50 @@ func relayChild(o *clientOut, r io.Reader) {
 	}
 }
 
-// refusalFrame is the one frame wrap authors (seed ADR): -32042, the fixed
-// message, data.aegis {layer "wrap", code word}, the id echoed or null.
-func refusalFrame(id json.RawMessage, w refusal.Word) []byte {
-	return append(refusal.Frame(id, refusal.Wrap(w), refusal.LayerWrap), '\n')
+// refusalFrame is the one frame wrap authors (seed ADR 000) for the call c
+// refused by d: -32042 (-33042 to a client of MCP 2026-07-28, which
+// forbids -32042: numbering), data.aegis {layer "wrap", code word}, the
+// id echoed or null; the message and data name the tool and the rule, and
+// the message says what a person can do (nextStep).
+func refusalFrame(c call, d Decision) []byte {
+	r := refusal.Wrap(d.Word, c.tool, d.Rule, nextStep(d))
+	return append(refusal.Frame(c.id, r, refusal.LayerWrap, numbering(c)), '\n')
+}
+
+// numbering is the numbering of the client that sent c: MCP 2026-07-28's
+// when c carries that version in its _meta (every request of that version
+// does, as there is no initialize to negotiate it), else seed 004's.
+func numbering(c call) refusal.Numbering {
+	if c.whole {
+		return refusal.Seed
+	}
+	v, _ := jsonrpc.StringMember(jsonrpc.Member(c.params, "_meta"), upstream.MetaProtocolVersion)
+	if upstream.IsModern(v) {
+		return refusal.MCP20260728
+	}
+	return refusal.Seed
+}
+
+// nextStep is what a person can do about a call refused by d, for the
+// message of wrap's frame.
+func nextStep(d Decision) string {
+	switch {
+	case d.Word == refusal.PendingApproval:
+		return "wrap cannot hold a call for a person's approval, so send it through the aegis gateway or allow the tool in the wrap policy"
+	case d.Word == refusal.ToolPoisoning:
+		return "review the tool's definition and re-pin it (aegis wrap --pins) before calling it again"
+	case d.Word == refusal.InternalError:
+		return "wrap could not write the call's audit record, so fix the audit file and send the call again"
+	case d.Rule == ruleAmbiguous || d.Rule == ruleUnparseable || d.Rule == ruleUnreadable:
+		return "send it as one plain JSON-RPC request with a single string name"
+	case d.Word == refusal.PolicyDenied:
+		return "change the wrap policy to allow the tool if it should run"
+	case d.Word == refusal.CapabilityDenied:
+		return "the session's grant or budget in the wrap policy does not cover it, so widen the manifest or start a new wrap session"
+	case d.Word == refusal.InvalidParams:
+		return "send the call with valid params"
+	}
+	return "the call does not fit the wrap policy in force; change the policy or the call"
 }
 
 // gate is the client-to-child direction when something must be decided or
@@ -406,7 +448,7 @@ func (g *gate) decide(line []byte, down auditDown) effect {
 			if d.Rule == ruleAuditFailed {
 				r.Slot = audit.SlotWrapAudit
 			}
-			e.frames = append(e.frames, refusalFrame(c.id, d.Word))
+			e.frames = append(e.frames, refusalFrame(c, d))
 		} else {
 			e.allowed = true
 		}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/aegis-gw/aegis/internal/syncbuf"
+	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
 // stream is what a client might send that a policy lets through: a line
@@ -120,8 +122,52 @@ approval:
   - pay_*
 `
 
-func frame(id, word string) string {
-	return `{"jsonrpc":"2.0","id":` + id + `,"error":{"code":-32042,"message":"aegis wrap refused this tools/call","data":{"aegis":{"layer":"wrap","code":"` + word + `"}}}}` + "\n"
+// frame is wrap's frame, byte for byte, refusing the call id of tool ("":
+// not read) by rule with word, to a client of seed 004's numbering.
+func frame(id, word, tool, rule string) string {
+	of, data := "", `"rule":"`+rule+`"`
+	if tool != "" {
+		of = ` of \"` + tool + `\"`
+		data += `,"tool":"` + tool + `"`
+	}
+	msg := "aegis wrap refused this tools/call" + of + " by rule " + rule + "; " + nextStep(Decision{Word: refusal.Word(word), Rule: rule}) + " (" + word + ")"
+	return `{"jsonrpc":"2.0","id":` + id + `,"error":{"code":-32042,"message":"` + msg + `","data":{"aegis":{"layer":"wrap","code":"` + word + `"},` + data + `}}}` + "\n"
+}
+
+// isFrame checks that got is wrap's frame (seed numbering) refusing the
+// call id of tool ("": not read) by rule with word, message included,
+// whatever the JSON escaping of the tool's name.
+func isFrame(got, id, word, tool, rule string) error {
+	var f struct {
+		ID    json.RawMessage `json:"id"`
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+			Data    struct {
+				Aegis struct{ Layer, Code string }
+				Rule  string
+				Tool  *string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(got), &f); err != nil {
+		return err
+	}
+	e := f.Error
+	wantMsg := "aegis wrap refused this tools/call"
+	if tool != "" {
+		wantMsg += " of " + strconv.Quote(tool)
+	}
+	wantMsg += " by rule " + rule + "; " + nextStep(Decision{Word: refusal.Word(word), Rule: rule}) + " (" + word + ")"
+	switch {
+	case string(f.ID) != id || e.Code != -32042 || e.Data.Aegis.Layer != "wrap" || e.Data.Aegis.Code != word || e.Data.Rule != rule:
+		return fmt.Errorf("want id %s, -32042, wrap %s rule %s", id, word, rule)
+	case (tool == "") != (e.Data.Tool == nil) || tool != "" && *e.Data.Tool != tool:
+		return fmt.Errorf("data.tool %v, want %q", e.Data.Tool, tool)
+	case e.Message != wantMsg:
+		return fmt.Errorf("message %q, want %q", e.Message, wantMsg)
+	}
+	return nil
 }
 
 func TestRefusalFrames(t *testing.T) {
@@ -134,19 +180,19 @@ func TestRefusalFrames(t *testing.T) {
 	cases := []struct {
 		name, req, want string // want "" means relayed verbatim
 	}{
-		{"denied, number id", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"shell_exec","arguments":{"cmd":"rm -rf /"}}}`, frame("1", "POLICY_DENIED")},
-		{"denied, exact literal", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fs_delete"}}`, frame("2", "POLICY_DENIED")},
-		{"approval required", `{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"pay_invoice"}}`, frame(`"abc"`, "PENDING_APPROVAL")},
-		{"large integer id kept exact", `{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"tools/call","params":{"name":"shell_x"}}`, frame("123456789012345678901234567890", "POLICY_DENIED")},
-		{"id null", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"shell_x"}}`, frame("null", "POLICY_DENIED")},
-		{"no id (notification)", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"shell_x"}}`, frame("null", "POLICY_DENIED")},
-		{"object id is not usable", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call","params":{"name":"shell_x"}}`, frame("null", "POLICY_DENIED")},
-		{"escaped name", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"shell\u005fexec"}}`, frame("3", "POLICY_DENIED")},
-		{"escaped method", `{"jsonrpc":"2.0","id":4,"method":"tools\/call","params":{"name":"shell_exec"}}`, frame("4", "POLICY_DENIED")},
-		{"duplicate name (parser differential)", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","name":"shell_exec"}}`, frame("5", "POLICY_DENIED")},
-		{"case-folded key", `{"jsonrpc":"2.0","id":6,"Method":"tools/call","params":{"name":"echo"}}`, frame("6", "POLICY_DENIED")},
-		{"no tool name", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}`, frame("7", "POLICY_DENIED")},
-		{"unparseable look-alike", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"shell_exec","arguments":{"n":NaN}}}`, frame("null", "POLICY_DENIED")},
+		{"denied, number id", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"shell_exec","arguments":{"cmd":"rm -rf /"}}}`, frame("1", "POLICY_DENIED", "shell_exec", "deny:shell_*")},
+		{"denied, exact literal", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fs_delete"}}`, frame("2", "POLICY_DENIED", "fs_delete", "deny:fs_delete")},
+		{"approval required", `{"jsonrpc":"2.0","id":"abc","method":"tools/call","params":{"name":"pay_invoice"}}`, frame(`"abc"`, "PENDING_APPROVAL", "pay_invoice", "approval:pay_*")},
+		{"large integer id kept exact", `{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"tools/call","params":{"name":"shell_x"}}`, frame("123456789012345678901234567890", "POLICY_DENIED", "shell_x", "deny:shell_*")},
+		{"id null", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"shell_x"}}`, frame("null", "POLICY_DENIED", "shell_x", "deny:shell_*")},
+		{"no id (notification)", `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"shell_x"}}`, frame("null", "POLICY_DENIED", "shell_x", "deny:shell_*")},
+		{"object id is not usable", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/call","params":{"name":"shell_x"}}`, frame("null", "POLICY_DENIED", "shell_x", "deny:shell_*")},
+		{"escaped name", `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"shell\u005fexec"}}`, frame("3", "POLICY_DENIED", "shell_exec", "deny:shell_*")},
+		{"escaped method", `{"jsonrpc":"2.0","id":4,"method":"tools\/call","params":{"name":"shell_exec"}}`, frame("4", "POLICY_DENIED", "shell_exec", "deny:shell_*")},
+		{"duplicate name (parser differential)", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","name":"shell_exec"}}`, frame("5", "POLICY_DENIED", "", "ambiguous")},
+		{"case-folded key", `{"jsonrpc":"2.0","id":6,"Method":"tools/call","params":{"name":"echo"}}`, frame("6", "POLICY_DENIED", "", "ambiguous")},
+		{"no tool name", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}`, frame("7", "POLICY_DENIED", "", "ambiguous")},
+		{"unparseable look-alike", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"shell_exec","arguments":{"n":NaN}}}`, frame("null", "POLICY_DENIED", "", "unparseable")},
 		{"allowed call relayed verbatim", `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"k":1}}}`, ""},
 		{"tools/call text in another method", `{"jsonrpc":"2.0","id":10,"method":"resources/read","params":{"uri":"file:///tools/call"}}`, ""},
 		{"unknown method", `{"jsonrpc":"2.0","id":11,"method":"shell_exec/run","params":{"name":"shell_exec"}}`, ""},
@@ -193,7 +239,7 @@ func TestBatchDropsOnlyRefusedCalls(t *testing.T) {
 		t.Errorf("child got %s, want %s", got, wantChild)
 	}
 	lines := strings.SplitAfter(string(out), "\n")
-	if len(lines) != 3 || lines[2] != "" || !contains(lines, frame("1", "POLICY_DENIED")) || !contains(lines, wantChild) {
+	if len(lines) != 3 || lines[2] != "" || !contains(lines, frame("1", "POLICY_DENIED", "shell_exec", "deny:shell_*")) || !contains(lines, wantChild) {
 		t.Errorf("client got %q", out)
 	}
 }
@@ -272,4 +318,25 @@ func readRecords(t *testing.T, path string) []Record {
 		recs = append(recs, r)
 	}
 	return recs
+}
+
+// TestFrameNumberingFollowsTheCall: a call that carries MCP 2026-07-28 in
+// its _meta (as every request of that version does) is refused with
+// -33042, which that version allows; a call without, -32042 (seed 000).
+func TestFrameNumberingFollowsTheCall(t *testing.T) {
+	for _, tc := range []struct {
+		meta string
+		code int
+	}{
+		{``, -32042},
+		{`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}`, -32042},
+		{`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}`, -33042},
+	} {
+		line := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"shell_exec","arguments":{}` + tc.meta + `}}`
+		_, client, _ := decideOne(t, testPolicy, line)
+		var f struct{ Error struct{ Code int } }
+		if err := json.Unmarshal([]byte(client), &f); err != nil || f.Error.Code != tc.code {
+			t.Errorf("_meta %q: frame %q, want code %d", tc.meta, client, tc.code)
+		}
+	}
 }

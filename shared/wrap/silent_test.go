@@ -53,7 +53,7 @@ func closedStdin([]string) int {
 }
 
 func wantFrame(id string) string {
-	return string(refusalFrame(json.RawMessage(id), refusal.PolicyDenied))
+	return frame(id, string(refusal.PolicyDenied), "write_file", "deny:write_file")
 }
 
 // TestFrameAfterAChildThatDiesMidLine: the child writes half a line, a

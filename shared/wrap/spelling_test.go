@@ -159,11 +159,11 @@ func TestNameSpellings(t *testing.T) {
 			}
 			id := strings.TrimPrefix(tc.line, `{"jsonrpc":"2.0","id":`)
 			id = id[:strings.IndexByte(id, ',')]
-			if want := frame(id, string(tc.word)); client != want {
-				t.Errorf("client got %q\nwant %q", client, want)
-			}
 			if len(recs) != 1 {
 				t.Fatalf("%d records, want 1", len(recs))
+			}
+			if err := isFrame(client, id, string(tc.word), recs[0].Tool, tc.rule); err != nil {
+				t.Errorf("client got %q: %v", client, err)
 			}
 			r := recs[0]
 			if r.Outcome != audit.OutcomeRefused || r.Word != string(tc.word) || r.Rule != tc.rule {
@@ -195,7 +195,7 @@ func TestAllowListMatchesTheNameAsSent(t *testing.T) {
 		switch {
 		case tc.want == "" && (child != line+"\n" || client != ""):
 			t.Errorf("%s: want it relayed; child %q client %q", tc.name, child, client)
-		case tc.want != "" && (child != "" || client != frame("1", "POLICY_DENIED") || len(recs) != 1 || recs[0].Rule != tc.want):
+		case tc.want != "" && (child != "" || isFrame(client, "1", "POLICY_DENIED", "", tc.want) != nil && isFrame(client, "1", "POLICY_DENIED", strings.Trim(tc.name, `"`), tc.want) != nil || len(recs) != 1 || recs[0].Rule != tc.want):
 			t.Errorf("%s: want refused with rule %q; child %q client %q records %+v", tc.name, tc.want, child, client, recs)
 		}
 	}
@@ -219,8 +219,10 @@ func TestSpellingsNeverReachTheChild(t *testing.T) {
 			fwd.WriteString(tc.line + "\n")
 			continue
 		}
-		id := strings.TrimPrefix(tc.line, `{"jsonrpc":"2.0","id":`)
-		frames[frame(id[:strings.IndexByte(id, ',')], string(tc.word))]++
+		// The frame the in-memory gate writes for the line: the CLI
+		// must write the same bytes.
+		_, f, _ := decideOne(t, spellingPolicy, tc.line)
+		frames[f]++
 		refused++
 	}
 	out, stderr, code := runAll(t, append([]string{"--policy", pol, "--audit", auditPath, "--"}, childArgv(t, "mirror", seen)...), in.Bytes())

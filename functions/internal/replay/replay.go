@@ -55,8 +55,11 @@ var (
 	// retryAfterRE is the Retry-After header of a -32004 answer: whole
 	// seconds to the next minute, so it changes with the clock.
 	retryAfterRE = regexp.MustCompile(`"Retry-After": "\d+"`)
-	periodRE     = regexp.MustCompile(`"period":\s*"\d{6}"`)
-	monthRE      = regexp.MustCompile(`\b20\d{2}(0[1-9]|1[0-2])\b`)
+	// retryInRE is the wait a -32004 message names ("retry in 52s"), the
+	// header's seconds in words.
+	retryInRE = regexp.MustCompile(`retry in \d+s`)
+	periodRE  = regexp.MustCompile(`"period":\s*"\d{6}"`)
+	monthRE   = regexp.MustCompile(`\b20\d{2}(0[1-9]|1[0-2])\b`)
 )
 
 // Normalize returns res as a golden: a JSON body is decoded and indented;
@@ -104,6 +107,7 @@ func Normalize(t testing.TB, res events.APIGatewayV2HTTPResponse, stable Stable)
 	s = timeRE.ReplaceAllString(s, "<time>")
 	s = retryRE.ReplaceAllString(s, `"retry_after_ms": "<ms>"`)
 	s = retryAfterRE.ReplaceAllString(s, `"Retry-After": "<secs>"`)
+	s = retryInRE.ReplaceAllString(s, "retry in <secs>s")
 	s = periodRE.ReplaceAllString(s, `"period": "<yyyymm>"`)
 	s = monthRE.ReplaceAllString(s, "<yyyymm>")
 	return []byte(s + "\n")
