@@ -19,6 +19,7 @@ import (
 
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/auditchain"
+	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
 // Store is a store of a trail: records and checkpoints.
@@ -167,7 +168,7 @@ func Run(t *testing.T, ne func(t *testing.T) Env) {
 			tamper: func(t *testing.T, e Env, d auditchain.Data, _ auditchain.Signer) {
 				r := bySeq(t, d, 3)
 				n := r
-				n.Outcome, n.Code, n.Word, n.Slot = audit.OutcomeRefused, -32003, "POLICY_DENIED", "policy"
+				n.Outcome, n.Code, n.Word, n.Slot = audit.OutcomeRefused, int(refusal.CodePolicyDenied), string(refusal.PolicyDenied), "policy"
 				e.Replace(t, r, n)
 			}},
 		{name: "changed and rehashed", tail: 2, want: []want{{auditchain.Changed, 3, 0}},
