@@ -181,15 +181,15 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 		want     costWant
 	}{
 		{name: "allowed, template defaults", tool: "echo", args: echoArgs,
-			want: costWant{9, 8, 1, 8, 2, 3, 0}},
+			want: costWant{9, 7, 2, 7, 4, 3, 0}},
 		{name: "allowed, everything on", tune: billing, roles: []string{"ops"}, tool: "echo", args: echoArgs,
-			want: costWant{10, 9, 1, 9, 2, 3, 0}},
+			want: costWant{10, 8, 2, 8, 4, 3, 0}},
 		{name: "refused by a store-free check (-32053)", tool: "echo", args: `{"message":"card 4111 1111 1111 1111"}`, wantCode: -32053,
-			want: costWant{9, 8, 1, 8, 2, 5, 0}},
+			want: costWant{9, 7, 2, 7, 4, 5, 0}},
 		{name: "refused by the rate limit", tune: func(s *config.Settings) { s.RateLimitPerTool = 1 }, tool: "echo", args: echoArgs, wantCode: -32004,
-			want: costWant{8, 7, 1, 7, 2, 4, 0}},
+			want: costWant{8, 6, 2, 6, 4, 4, 0}},
 		{name: "held for approval", tool: "transfer", args: `{"to":"acct-1","amount":5}`, wantCode: -32061,
-			want: costWant{13, 11, 2, 14, 4, 9, 0}},
+			want: costWant{13, 10, 3, 13, 6, 9, 0}},
 		{name: "approved", prepare: func(t *testing.T, e *costEnv) {
 			a, _ := e.call(t, 90, "transfer", `{"to":"acct-1","amount":5}`)
 			var d struct {
@@ -202,12 +202,14 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, tool: "transfer", args: `{"to":"acct-1","amount":5}`,
-			want: costWant{14, 12, 2, 12, 4, 8, 0}},
+			want: costWant{14, 11, 3, 11, 6, 8, 0}},
+		// A minute later: the session's LastSeen is stale, and it is touched
+		// after the answer, with the audit write.
 		{name: "idle past every cache's lifetime", prepare: func(t *testing.T, e *costEnv) { e.Clock.Advance(61 * time.Second) },
 			tool: "echo", args: echoArgs,
-			want: costWant{15, 8, 7, 8, 14, 8, 0}},
+			want: costWant{16, 8, 8, 8, 16, 8, 0}},
 		{name: "first call after a cold start", cold: true, tool: "echo", args: echoArgs,
-			want: costWant{18, 11, 7, 11, 14, 11, 0}},
+			want: costWant{18, 10, 8, 10, 16, 11, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newCostEnv(t, tc.tune, tc.roles)

@@ -135,7 +135,7 @@ const ListenRecheck = time.Second
 // srv whenever it changes, and listening again when the upstream ended
 // its stream.
 func (g *Gateway) follow(ctx context.Context, c *pipeline.Call, srv *registry.Server, sess upstream.Session, out *stream) {
-	limits := session.Limits{Lifetime: g.o.Settings.SessionLifetime, Idle: g.o.Settings.SessionIdle}
+	limits := session.NewLimits(g.o.Settings.SessionLifetime, g.o.Settings.SessionIdle)
 	for ctx.Err() == nil {
 		lctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
