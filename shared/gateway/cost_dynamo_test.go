@@ -185,11 +185,11 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 		{name: "allowed, everything on", tune: billing, roles: []string{"ops"}, tool: "echo", args: echoArgs,
 			want: costWant{10, 8, 2, 8, 4, 3, 0}},
 		{name: "refused by a store-free check (-32053)", tool: "echo", args: `{"message":"card 4111 1111 1111 1111"}`, wantCode: -32053,
-			want: costWant{9, 7, 2, 7, 4, 5, 0}},
+			want: costWant{9, 7, 2, 7, 4, 3, 0}},
 		{name: "refused by the rate limit", tune: func(s *config.Settings) { s.RateLimitPerTool = 1 }, tool: "echo", args: echoArgs, wantCode: -32004,
-			want: costWant{8, 6, 2, 6, 4, 4, 0}},
+			want: costWant{8, 6, 2, 6, 4, 3, 0}},
 		{name: "held for approval", tool: "transfer", args: `{"to":"acct-1","amount":5}`, wantCode: -32061,
-			want: costWant{13, 10, 3, 13, 6, 9, 0}},
+			want: costWant{13, 10, 3, 13, 6, 7, 0}},
 		{name: "approved", prepare: func(t *testing.T, e *costEnv) {
 			a, _ := e.call(t, 90, "transfer", `{"to":"acct-1","amount":5}`)
 			var d struct {
