@@ -18,8 +18,9 @@ import (
 //	caller, protocol, caps, manifest S; created, last_seen N (Unix nanoseconds);
 //	up M (server name → upstream Mcp-Session-Id); ask M (asked.go); ttl N
 //
-// Touch is one UpdateItem whose condition holds both session clocks and
-// which returns the whole record (ReturnValues ALL_NEW).
+// Session is one consistent GetItem, the clocks checked in Go. Touch is
+// one UpdateItem whose condition holds both session clocks and which
+// returns the whole record (ReturnValues ALL_NEW).
 const skSession = "SESSION"
 
 func sessionKey(tenant, id string) Item { return Key(JoinKey("S", tenant, id), skSession) }
@@ -50,6 +51,26 @@ func (s *Store) Create(ctx context.Context, r session.Record) error {
 		ConditionExpression: aws.String("attribute_not_exists(pk)"),
 	})
 	return mapErr("session Create", err)
+}
+
+// Session implements session.Store: one consistent GetItem (a session
+// another instance has just opened is seen), expiry decided by
+// session.Limits.Expired.
+func (s *Store) Session(ctx context.Context, tenant, id string, now time.Time, l session.Limits) (session.Record, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.tables.State), Key: sessionKey(tenant, id), ConsistentRead: aws.Bool(true),
+	})
+	if err = mapErr("session read", err); err != nil {
+		return session.Record{}, err
+	}
+	if len(out.Item) == 0 {
+		return session.Record{}, store.ErrNotFound
+	}
+	r := sessionFromItem(out.Item)
+	if l.Expired(r, now) {
+		return session.Record{}, store.ErrNotFound
+	}
+	return r, nil
 }
 
 // Touch implements session.Store. Condition: the item exists, and

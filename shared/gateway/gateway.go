@@ -709,7 +709,7 @@ func (g *Gateway) deleteSession(w http.ResponseWriter, r *http.Request, ep endpo
 		writeJSON(w, http.StatusBadRequest, `{"error":"Mcp-Session-Id header is required"}`)
 		return
 	}
-	rec, err := g.b.Touch(r.Context(), tenant.ID, id, g.o.Now(), session.Limits{Lifetime: g.o.Settings.SessionLifetime, Idle: g.o.Settings.SessionIdle})
+	rec, err := g.b.Touch(r.Context(), tenant.ID, id, g.o.Now(), session.NewLimits(g.o.Settings.SessionLifetime, g.o.Settings.SessionIdle))
 	switch {
 	case errors.Is(err, store.ErrNotFound) || (err == nil && rec.Caller != key.Caller):
 		writeJSON(w, http.StatusNotFound, `{"error":"unknown session"}`)

@@ -255,23 +255,6 @@ func peek(ctx context.Context, c ratelimit.Counter, key string, expires time.Tim
 	return 0, c.Decr(ctx, key)
 }
 
-// leasesHeld counts the live leases of key through breaker.Store alone:
-// AcquireLease with limit k succeeds for a new holder exactly when fewer
-// than k are held, so the first k that succeeds is held+1 (released at
-// once).
-func leasesHeld(ctx context.Context, st breaker.Store, key string, now time.Time) (int, error) {
-	for k := 1; k <= 1024; k++ {
-		ok, err := st.AcquireLease(ctx, key, "test-reader", k, now, now.Add(time.Minute))
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			return k - 1, st.ReleaseLease(ctx, key, "test-reader")
-		}
-	}
-	return 0, fmt.Errorf("more than 1024 leases held on %s", key)
-}
-
 func (e *holdEnv) toolKey(server, tool string) string {
 	_, k := ratelimit.Keys(e.tenant, e.session, server, tool, e.now)
 	return k
@@ -308,7 +291,7 @@ func (e *holdEnv) counts() holdCounts {
 	period, _ := quota.Period(e.now)
 	read(&c.Quota, quota.Key(e.tenant, period))
 	var err error
-	if c.Leases, err = leasesHeld(ctx, e.st, breaker.Key(e.tenant, holdServer), e.now); err != nil {
+	if c.Leases, err = e.st.InFlight(ctx, breaker.Key(e.tenant, holdServer), e.now); err != nil {
 		errs = append(errs, err)
 	}
 	if e.approval != "" {

@@ -143,7 +143,7 @@ const ListenRecheck = time.Second
 // srv whenever it changes, and listening again when the upstream ended
 // its stream.
 func (g *Gateway) follow(ctx context.Context, c *pipeline.Call, srv *registry.Server, sess upstream.Session, out *stream) {
-	limits := session.Limits{Lifetime: g.o.Settings.SessionLifetime, Idle: g.o.Settings.SessionIdle}
+	limits := session.NewLimits(g.o.Settings.SessionLifetime, g.o.Settings.SessionIdle)
 	for ctx.Err() == nil {
 		lctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -167,10 +167,11 @@ func (g *Gateway) follow(ctx context.Context, c *pipeline.Call, srv *registry.Se
 	}
 }
 
-// watch reads c's session every ListenRecheck until the upstream session
-// of server is another than sess (next), the session is gone or ctx ends
-// (gone), or, once done is closed (the upstream stream ended), at the
-// next read (next is then sess, to listen again).
+// watch reads c's session every ListenRecheck (touching it when stale)
+// until the upstream session of server is another than sess (next), the
+// session is gone or ctx ends (gone), or, once done is closed (the
+// upstream stream ended), at the next read (next is then sess, to listen
+// again).
 func (g *Gateway) watch(ctx context.Context, c *pipeline.Call, server string, sess upstream.Session, limits session.Limits, done <-chan struct{}) (next upstream.Session, gone bool) {
 	t := time.NewTicker(ListenRecheck)
 	defer t.Stop()
@@ -180,7 +181,13 @@ func (g *Gateway) watch(ctx context.Context, c *pipeline.Call, server string, se
 			return sess, true
 		case <-t.C:
 		}
-		rec, err := g.b.Touch(ctx, c.Tenant.ID, c.SessionID, g.o.Now(), limits)
+		// A read each time; a write (the stream keeps its session alive)
+		// once LastSeen is limits.Refresh old, not once a second.
+		now := g.o.Now()
+		rec, err := g.b.Session(ctx, c.Tenant.ID, c.SessionID, now, limits)
+		if err == nil && limits.Stale(rec, now) {
+			rec, err = g.b.Touch(ctx, c.Tenant.ID, c.SessionID, now, limits)
+		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return sess, true

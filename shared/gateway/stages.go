@@ -34,7 +34,7 @@ type stage struct {
 var stages = [...]stage{
 	{slot: pipeline.Session, scope: pipeline.Every, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
 		s := g.o.Settings
-		return sessioncheck.New(g.b, session.Limits{Lifetime: s.SessionLifetime, Idle: s.SessionIdle}, g.o.Now, g.o.Logger)
+		return sessioncheck.New(g.b, session.NewLimits(s.SessionLifetime, s.SessionIdle), g.o.Now, g.o.Logger)
 	}},
 	{slot: pipeline.Params, scope: pipeline.ToolCall, mode: pipeline.FailClosed, check: func(*Gateway) pipeline.Check {
 		return params.Check{}

@@ -124,8 +124,19 @@ func (t *sessionTable) forget(e *sessionEntry, gone []session.Record) []session.
 	return gone
 }
 
+// Session implements session.Store. It changes no record; the session
+// moves to the back of the list, as it was seen.
+func (s *Store) Session(_ context.Context, tenant, id string, now time.Time, l session.Limits) (session.Record, error) {
+	return s.seen(tenant, id, now, l, false)
+}
+
 // Touch implements session.Store.
 func (s *Store) Touch(_ context.Context, tenant, id string, now time.Time, l session.Limits) (session.Record, error) {
+	return s.seen(tenant, id, now, l, true)
+}
+
+// seen is Session, and Touch when touch.
+func (s *Store) seen(tenant, id string, now time.Time, l session.Limits, touch bool) (session.Record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := &s.sessions
@@ -138,7 +149,9 @@ func (s *Store) Touch(_ context.Context, tenant, id string, now time.Time, l ses
 	if !ok || l.Expired(e.rec, now) {
 		return session.Record{}, store.ErrNotFound
 	}
-	e.rec.LastSeen = now
+	if touch {
+		e.rec.LastSeen = now
+	}
 	t.lru.MoveToBack(e.elem)
 	// The record's Upstream map is shared, not copied: SetUpstream puts a
 	// new map in its place rather than changing it, and no caller writes

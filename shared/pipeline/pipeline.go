@@ -429,7 +429,7 @@ func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
 		}
 		err := p.decide(ctx, st, c, decide)
 		if err != nil {
-			undoAll(pre)
+			undoAll(c, pre)
 			return err
 		}
 	}
@@ -440,19 +440,26 @@ func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
 		// either.
 		c.OnDone(func(o audit.Outcome) {
 			if o == audit.OutcomeRefused {
-				undoAll(pre)
+				undoAll(c, pre)
 			}
 		})
 	}
 	return nil
 }
 
-// undoAll gives back what every prefetcher took for a refused call.
-func undoAll(pre []started) {
+// undoAll gives back what every prefetcher took for a refused call. The
+// give-backs are independent writes, so they run together (c.Async): one
+// round trip, not one each.
+func undoAll(c *Call, pre []started) {
+	var room [8]func()
+	waits := room[:0]
 	for j := range pre {
-		if pre[j].undo != nil {
-			pre[j].undo()
+		if undo := pre[j].undo; undo != nil {
+			waits = append(waits, c.Async(undo))
 		}
+	}
+	for _, w := range waits {
+		w()
 	}
 }
 

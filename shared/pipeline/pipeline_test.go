@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/aegis-gw/aegis/shared/audit"
@@ -209,7 +210,24 @@ func (f counting) Check(ctx context.Context, c *Call) error {
 }
 func (f counting) Prefetch(context.Context, *Call) (func() error, func()) {
 	*f.started = append(*f.started, f.slot.String())
-	return func() error { return f.refuse }, func() { *f.undone = append(*f.undone, f.slot.String()) }
+	return func() error { return f.refuse }, func() {
+		undoMu.Lock() // give-backs run together (undoAll)
+		defer undoMu.Unlock()
+		*f.undone = append(*f.undone, f.slot.String())
+		slices.SortFunc(*f.undone, func(a, b string) int { return int(slotNamed(a)) - int(slotNamed(b)) })
+	}
+}
+
+var undoMu sync.Mutex
+
+// slotNamed is the request-side slot named s (its String).
+func slotNamed(s string) Slot {
+	for _, sl := range Order {
+		if sl.String() == s {
+			return sl
+		}
+	}
+	return 0
 }
 
 // TestPrefetchKeepsOrderAndUndoes: prefetchers start together, decisions

@@ -347,6 +347,12 @@ func (k *Check) reserve(ctx context.Context, c *pipeline.Call, l Loaded, req *po
 	}
 	if ok {
 		res.reserved.Store(true)
+	} else {
+		// The write found the session at its limit. The count Reserve
+		// read after it may be lower (units that calls refused since
+		// then gave back), but this call holds no unit: decided on that
+		// count, it would run unreserved and past the limit.
+		before = max(before, limit)
 	}
 	req.Session.ToolCalls = before
 	return l.Decider.Decide(ctx, req), nil

@@ -31,6 +31,10 @@ type fakeStore struct {
 	// reserved is the tools/calls reserved against max_tool_calls.
 	reserved int
 	keyReads int
+	// givenBack: at the limit, Reserve reports the count less givenBack,
+	// as DynamoDB's does when calls refused meanwhile gave units back
+	// between its write and its read.
+	givenBack int
 }
 
 func (f *fakeStore) Policy(_ context.Context, tenant string) (registry.Policy, error) {
@@ -71,7 +75,7 @@ func (f *fakeStore) Reserve(_ context.Context, _, _ string, limit int) (int, boo
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.reserved >= limit {
-		return f.reserved, false, nil
+		return f.reserved - f.givenBack, false, nil
 	}
 	f.reserved++
 	return f.reserved - 1, true, nil
@@ -359,5 +363,31 @@ func TestReservedToolCalls(t *testing.T) {
 	c.Finish(audit.OutcomeRefused)
 	if len(fs.counts) != 0 {
 		t.Fatalf("counted %v; Finish was not called for the allowed ones", fs.counts)
+	}
+}
+
+// TestReservedAtLimitWhileGivenBack: a reservation refused at the limit
+// refuses the call even when the count Reserve read afterwards is lower
+// (units given back in between): the call holds no unit, so run it would
+// pass the limit. (TestPolicyToolCallsBoundUnderConcurrency, shared/gateway,
+// met this on DynamoDB when give-backs ran together.)
+func TestReservedAtLimitWhileGivenBack(t *testing.T) {
+	fs := &fakeStore{sets: map[string]string{"acme": "manifest: {max_tool_calls: 2}\n"}, keys: map[string]registry.Key{}, givenBack: 2}
+	k := policycheck.New(fs, fs, fs, nil)
+	ctx := context.Background()
+	for i := range 3 {
+		c := newCall("acme", "echo")
+		c.Roles = []string{}
+		decide, _ := k.Prefetch(ctx, c)
+		err := decide()
+		if i < 2 && err != nil {
+			t.Fatalf("echo %d: %v", i, err)
+		}
+		if i == 2 && (wordOf(err) != refusal.CapabilityDenied || c.PolicyRule != "manifest:tool_calls") {
+			t.Fatalf("echo at the limit, read count 0: %v rule %q; want -32005 tool_calls", err, c.PolicyRule)
+		}
+	}
+	if fs.reserved != 2 {
+		t.Fatalf("reserved %d, want 2", fs.reserved)
 	}
 }

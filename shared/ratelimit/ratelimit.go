@@ -165,20 +165,29 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	undo := func() {
 		p.undone.Do(func() {
 			wait()
-			k.giveBack(ctx, windows)
+			k.giveBack(ctx, c, windows)
 		})
 	}
 	return decide, undo
 }
 
-// giveBack returns the units windows counted.
-func (k *Check) giveBack(ctx context.Context, windows []result) {
-	for _, w := range windows {
-		if w.ok && w.err == nil {
-			if err := k.counter.Decr(context.WithoutCancel(ctx), w.key); err != nil {
-				k.log.WarnContext(ctx, "rate window not given back", "scope", w.scope, "err", err)
-			}
+// giveBack returns the units windows counted, together (c.Async): one
+// round trip.
+func (k *Check) giveBack(ctx context.Context, c *pipeline.Call, windows []result) {
+	var waits [maxWindows]func()
+	n := 0
+	for i := range windows {
+		if w := &windows[i]; w.ok && w.err == nil {
+			waits[n] = c.Async(func() {
+				if err := k.counter.Decr(context.WithoutCancel(ctx), w.key); err != nil {
+					k.log.WarnContext(ctx, "rate window not given back", "scope", w.scope, "err", err)
+				}
+			})
+			n++
 		}
+	}
+	for _, wait := range waits[:n] {
+		wait()
 	}
 }
 

@@ -43,10 +43,30 @@ type Record struct {
 	Manifest string `json:"manifest,omitempty"`
 }
 
-// Limits are the two session clocks.
+// Limits are the two session clocks, and how fresh a call keeps LastSeen.
 type Limits struct {
 	Lifetime time.Duration // from Created
 	Idle     time.Duration // from LastSeen
+	// Refresh: a call that reads its session (Store.Session) touches it
+	// only once its LastSeen is at least Refresh old (Stale). Between two
+	// touches a session's stored LastSeen lags its last call by less than
+	// Refresh, so an idle session expires up to Refresh before Idle has
+	// passed since its last call, never after (docs/design/cost.md).
+	Refresh time.Duration
+}
+
+// MaxRefresh caps Limits.Refresh as NewLimits sets it.
+const MaxRefresh = time.Minute
+
+// NewLimits returns the session clocks with the Refresh every gateway
+// uses: a tenth of the idle clock, at most MaxRefresh (MaxRefresh when
+// there is no idle clock: LastSeen then only moves the item's TTL).
+func NewLimits(lifetime, idle time.Duration) Limits {
+	r := MaxRefresh
+	if idle > 0 {
+		r = min(idle/10, MaxRefresh)
+	}
+	return Limits{Lifetime: lifetime, Idle: idle, Refresh: r}
 }
 
 // Expired reports whether r is past either clock at now.
@@ -55,14 +75,25 @@ func (l Limits) Expired(r Record, now time.Time) bool {
 		(l.Idle > 0 && !now.Before(r.LastSeen.Add(l.Idle)))
 }
 
+// Stale reports whether r's LastSeen is at least Refresh old at now: a
+// call that read r then touches it.
+func (l Limits) Stale(r Record, now time.Time) bool {
+	return !now.Before(r.LastSeen.Add(l.Refresh))
+}
+
 // Store keeps session records. Implementations check expiry inside the
 // operation (a DynamoDB condition), never relying on TTL deletion.
 type Store interface {
 	// Create stores a new record; store.ErrConflict if the id exists.
 	Create(ctx context.Context, r Record) error
+	// Session returns the record if the session exists and is not
+	// expired under l at now; store.ErrNotFound otherwise. It writes
+	// nothing (on DynamoDB: one consistent read). A tools/call reads its
+	// session so, and touches it only when l.Stale (sessioncheck).
+	Session(ctx context.Context, tenant, id string, now time.Time, l Limits) (Record, error)
 	// Touch sets LastSeen to now if the session exists and is not expired
 	// under l at now, and returns the updated record; store.ErrNotFound
-	// otherwise. It is the one session operation on a call's path.
+	// otherwise.
 	Touch(ctx context.Context, tenant, id string, now time.Time, l Limits) (Record, error)
 	// SetUpstream records the upstream session id for server ("" removes it).
 	SetUpstream(ctx context.Context, tenant, id, server, upstreamID string) error

@@ -62,9 +62,12 @@ type Store interface {
 
 // Check is the pipeline's "session" slot. A call without a session id gets
 // a new session, within the key's MaxNewSessionsPerMinute; a known,
-// unexpired one is touched (one store operation);
-// anything else — including a session opened by another caller — is the
-// -32603 session error. Over MCP (/mcp) a session must have been opened by
+// unexpired one is touched (one store operation; see below for decided
+// calls); anything else — including a session opened by another caller — is the
+// -32603 session error. A tools/call (a decided call) only reads its
+// session, and touches it after its answer once its LastSeen is
+// session.Limits.Refresh old: on DynamoDB a read on the call's path, and
+// a write about once a minute per busy session. Over MCP (/mcp) a session must have been opened by
 // initialize (which always mints one): no Mcp-Session-Id is -32600. When the store cannot be reached
 // the check returns the error with a session that carries no upstream
 // state (the upstream is initialized afresh), and its stage fails open:
@@ -121,7 +124,17 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		err error
 	}
 	tenant, id := c.Tenant.ID, c.SessionID
-	wait := c.Async(func() { res.r, res.err = k.store.Touch(ctx, tenant, id, now, k.limits) })
+	// A decided call (tools/call, a read: its Finish runs) reads its
+	// session and touches it after the answer, only when stale; the
+	// others touch it at once.
+	later := !c.Relayed && pipeline.ScopeOf(c.Method)&pipeline.Decided != 0
+	wait := c.Async(func() {
+		if later {
+			res.r, res.err = k.store.Session(ctx, tenant, id, now, k.limits)
+		} else {
+			res.r, res.err = k.store.Touch(ctx, tenant, id, now, k.limits)
+		}
+	})
 	return func() error {
 		wait()
 		switch {
@@ -137,8 +150,26 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 			return refusal.Session()
 		}
 		c.Session = res.r
+		if later && k.limits.Stale(res.r, now) {
+			c.OnDoneAsync(func(audit.Outcome) { k.touch(ctx, c, now) })
+		}
 		return nil
 	}, nil
+}
+
+// touchTimeout bounds the touch a decided call makes after its answer.
+const touchTimeout = 2 * time.Second
+
+// touch sets c's session's LastSeen to now, on the call's settling path
+// (Call.OnDoneAsync: alongside the audit write, whatever the outcome). A
+// session that expired or was deleted meanwhile is left so; a store that
+// cannot be reached leaves LastSeen as it was (the next call tries again).
+func (k *Check) touch(ctx context.Context, c *pipeline.Call, now time.Time) {
+	cctx, cancel := c.SettleContext(ctx, touchTimeout)
+	defer cancel()
+	if _, err := k.store.Touch(cctx, c.Tenant.ID, c.SessionID, now, k.limits); err != nil && !errors.Is(err, store.ErrNotFound) {
+		k.log.WarnContext(ctx, "session not touched", "tenant", c.Tenant.ID, "correlation_id", c.CorrelationID, "err", err)
+	}
 }
 
 // mint opens a session for c within its key's ceiling. In process the

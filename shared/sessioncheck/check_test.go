@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
@@ -94,5 +95,54 @@ func TestLongSessionID(t *testing.T) {
 	}
 	if want := strings.Repeat("s", sessioncheck.MaxIDBytes) + "…[cut 1048448 bytes]"; c.SessionID != want {
 		t.Errorf("call carries a session id of %d bytes; want %d", len(c.SessionID), len(want))
+	}
+}
+
+// A tools/call reads its session and touches it only once its LastSeen is
+// Refresh old, after the call (Finish); a tools/list touches it at once.
+// In process and against a remote store.
+func TestDecidedCallTouchesWhenStale(t *testing.T) {
+	for _, inline := range []bool{true, false} {
+		st := memstore.New()
+		t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+		now := t0
+		l := session.NewLimits(time.Hour, 30*time.Minute) // Refresh: a minute
+		k := sessioncheck.New(st, l, func() time.Time { return now }, quiet)
+		ctx := context.Background()
+		if err := st.Create(ctx, session.Record{ID: "s1", Tenant: "acme", Caller: "agent", Created: t0, LastSeen: t0}); err != nil {
+			t.Fatal(err)
+		}
+		lastSeen := func() time.Time {
+			r, err := st.Session(ctx, "acme", "s1", now, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.LastSeen
+		}
+		run := func(method string) {
+			t.Helper()
+			c := mintCall("k1", inline)
+			c.Method, c.SessionID = method, "s1"
+			if err := k.Check(ctx, c); err != nil {
+				t.Fatalf("%s at +%v: %v", method, now.Sub(t0), err)
+			}
+			c.Finish(audit.OutcomeAllowed)
+		}
+		for _, tc := range []struct {
+			at     time.Duration
+			method string
+			want   time.Duration // LastSeen after the call, from t0
+		}{
+			{59 * time.Second, "tools/call", 0},                                        // fresh: read only
+			{time.Minute, "tools/call", time.Minute},                                   // stale: touched
+			{time.Minute + 30*time.Second, "tools/call", time.Minute},                  // fresh again
+			{time.Minute + 31*time.Second, "tools/list", time.Minute + 31*time.Second}, // not decided: touched
+		} {
+			now = t0.Add(tc.at)
+			run(tc.method)
+			if got := lastSeen(); !got.Equal(t0.Add(tc.want)) {
+				t.Errorf("inline %v: after %s at +%v LastSeen = +%v, want +%v", inline, tc.method, tc.at, got.Sub(t0), tc.want)
+			}
+		}
 	}
 }

@@ -79,6 +79,26 @@ func testSession(t *testing.T, nb NewBackend) {
 		t.Fatalf("Touch with no limits: %v", err)
 	}
 
+	// Session reads without writing: LastSeen stays what the last Touch
+	// wrote, and the clocks run from it.
+	seen := t0.Add(1000 * time.Hour) // the Touch with no limits above wrote it
+	lr := session.Limits{Idle: 10 * time.Minute}
+	for _, at := range []time.Duration{time.Second, 9 * time.Minute} {
+		got, err := s.Session(c, "beta", "s1", seen.Add(at), lr)
+		if err != nil || !got.LastSeen.Equal(seen) || got.Caller != "x" {
+			t.Fatalf("Session at +%v = %+v, %v; want the record with LastSeen unchanged", at, got, err)
+		}
+	}
+	if _, err := s.Session(c, "beta", "s1", seen.Add(lr.Idle), lr); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Session at idle expiry err = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Session(c, "beta", "nope", seen, lr); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Session(unknown) err = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Session(c, "beta", "s1", seen.Add(time.Second), session.Limits{Lifetime: time.Hour}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Session past its lifetime err = %v, want ErrNotFound", err)
+	}
+
 	if err := s.Delete(c, "acme", "s1"); err != nil {
 		t.Fatal(err)
 	}
