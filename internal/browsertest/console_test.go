@@ -29,6 +29,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/aegis-gw/aegis/internal/testtools"
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
 var shotsDir = flag.String("shots", "", "write a PNG screenshot of each console page here (default: $TMPDIR/aegis-console-shots)")
@@ -211,8 +213,8 @@ func TestConsole(t *testing.T) {
 	args := map[string]any{"to": fmt.Sprintf("acct-%d-%d", n, time.Now().UnixNano()), "amount": float64(n)}
 	_, _, err := ag.call(ctx, "transfer", args)
 	var werr *jsonrpc.Error
-	if !errors.As(err, &werr) || werr.Code != -32061 {
-		t.Fatalf("transfer before approval: %v; want -32061", err)
+	if !errors.As(err, &werr) || werr.Code != ag.wire(refusal.CodeApprovalRequired) {
+		t.Fatalf("transfer before approval: %v; want %d", err, ag.wire(refusal.CodeApprovalRequired))
 	}
 	var held struct {
 		ApprovalID string `json:"approval_id"`
@@ -631,6 +633,17 @@ func newAgent(t *testing.T, ctx context.Context) *agent {
 		t.Fatalf("agent tools/list: %v", err)
 	}
 	return &agent{sess: s, rt: rt}
+}
+
+// wire is refusal code c as this agent's session receives it: the Go SDK
+// client negotiates MCP 2026-07-28, whose numbering moves aegis's codes
+// (docs/error-codes.md, "Codes per protocol version").
+func (a *agent) wire(c refusal.Code) int64 {
+	n := refusal.Seed
+	if upstream.IsModern(a.sess.InitializeResult().ProtocolVersion) {
+		n = refusal.MCP20260728
+	}
+	return int64(n.Wire(c))
 }
 
 func (a *agent) call(ctx context.Context, name string, args map[string]any) (*mcp.CallToolResult, string, error) {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/aegis-gw/aegis/shared/refusal"
 )
 
 var viewRuns atomic.Int64
@@ -123,11 +125,11 @@ func TestConsoleViews(t *testing.T) {
 		}
 	}
 	var werr *jsonrpc.Error
-	if _, _, err := ag.call(ctx, "leak", map[string]any{}); !errors.As(err, &werr) || werr.Code != -32062 {
-		t.Fatalf("leak while stopped: %v; want -32062", err)
+	if _, _, err := ag.call(ctx, "leak", map[string]any{}); !errors.As(err, &werr) || werr.Code != ag.wire(refusal.CodeToolStopped) {
+		t.Fatalf("leak while stopped: %v; want %d", err, ag.wire(refusal.CodeToolStopped))
 	}
-	if _, _, err := ag.call(ctx, "transfer", map[string]any{"to": fmt.Sprintf("views-%d-%d", n, time.Now().UnixNano()), "amount": 1.0}); !errors.As(err, &werr) || werr.Code != -32061 {
-		t.Fatalf("transfer: %v; want -32061", err)
+	if _, _, err := ag.call(ctx, "transfer", map[string]any{"to": fmt.Sprintf("views-%d-%d", n, time.Now().UnixNano()), "amount": 1.0}); !errors.As(err, &werr) || werr.Code != ag.wire(refusal.CodeApprovalRequired) {
+		t.Fatalf("transfer: %v; want %d", err, ag.wire(refusal.CodeApprovalRequired))
 	}
 	do("resume leak", chromedp.Navigate(base+"/admin/console/#stops"))
 	wait("leak listed", leakRow+` !== null`)
