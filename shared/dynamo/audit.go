@@ -148,6 +148,18 @@ func (s *Store) Write(ctx context.Context, r audit.Record) error {
 
 // Query implements audit.Reader. The cursor is the last returned sort key.
 func (s *Store) Query(ctx context.Context, q audit.Query) ([]audit.Record, string, error) {
+	return queryAudit(ctx, s, q, "", "audit Query", func(it Item) (audit.Record, time.Time) {
+		r := auditFromItem(it)
+		return r, r.Time
+	})
+}
+
+// queryAudit reads one page of q from the audit table: the items of
+// q.Tenant whose sort keys are prefix and a time in [q.From, q.To], each
+// read by decode (the item and its time), oldest first, those past
+// AUDIT_RETENTION_DAYS left out (the ttl filter has second precision, so
+// each is aged exactly). The cursor is the last returned sort key.
+func queryAudit[T any](ctx context.Context, s *Store, q audit.Query, prefix, op string, decode func(Item) (T, time.Time)) ([]T, string, error) {
 	limit := audit.PageSize(q.Limit)
 	var start Item
 	if q.Cursor != "" {
@@ -158,7 +170,7 @@ func (s *Store) Query(ctx context.Context, q audit.Query) ([]audit.Record, strin
 		start = Key(q.Tenant, string(sk))
 	}
 	now := s.opt.Now()
-	var out []audit.Record
+	var out []T
 	for {
 		page, err := s.db.Query(ctx, &dynamodb.QueryInput{
 			TableName:                aws.String(s.tables.Audit),
@@ -167,20 +179,19 @@ func (s *Store) Query(ctx context.Context, q audit.Query) ([]audit.Record, strin
 			ExpressionAttributeNames: map[string]string{"#ttl": AttrTTL},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":t":    S(q.Tenant),
-				":from": S(q.From.UTC().Format(audit.SortTimeLayout)),
-				":to":   S(q.To.UTC().Format(audit.SortTimeLayout)),
+				":from": S(prefix + q.From.UTC().Format(audit.SortTimeLayout)),
+				":to":   S(prefix + q.To.UTC().Format(audit.SortTimeLayout)),
 				":now":  N(now.Unix()),
 			},
 			ExclusiveStartKey: start,
 			Limit:             aws.Int32(int32(limit - len(out))),
 		})
 		if err != nil {
-			return nil, "", mapErr("audit Query", err)
+			return nil, "", mapErr(op, err)
 		}
 		for _, it := range page.Items {
-			// The ttl filter has second precision; age exactly.
-			if r := auditFromItem(it); r.Time.Add(s.opt.AuditRetention).After(now) {
-				out = append(out, r)
+			if v, t := decode(it); t.Add(s.opt.AuditRetention).After(now) {
+				out = append(out, v)
 			}
 		}
 		if page.LastEvaluatedKey == nil {

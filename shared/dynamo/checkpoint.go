@@ -2,7 +2,6 @@ package dynamo
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"strconv"
 	"time"
@@ -59,54 +58,14 @@ func (s *Store) PutCheckpoint(ctx context.Context, tenant string, c audit.Checkp
 // QueryCheckpoints implements audit.CheckpointStore. The cursor is the
 // last returned sort key.
 func (s *Store) QueryCheckpoints(ctx context.Context, q audit.Query) ([]audit.Checkpoint, string, error) {
-	limit := audit.PageSize(q.Limit)
-	var start Item
-	if q.Cursor != "" {
-		sk, err := base64.RawURLEncoding.DecodeString(q.Cursor)
-		if err != nil {
-			return nil, "", audit.ErrBadCursor
+	return queryAudit(ctx, s, q, checkpointPrefix, "audit QueryCheckpoints", func(it Item) (audit.Checkpoint, time.Time) {
+		t, _ := time.Parse(time.RFC3339Nano, GetS(it, "time"))
+		var n uint64
+		if v, ok := it["number"].(*types.AttributeValueMemberN); ok {
+			n, _ = strconv.ParseUint(v.Value, 10, 64)
 		}
-		start = Key(q.Tenant, string(sk))
-	}
-	now := s.opt.Now()
-	var out []audit.Checkpoint
-	for {
-		page, err := s.db.Query(ctx, &dynamodb.QueryInput{
-			TableName:                aws.String(s.tables.Audit),
-			KeyConditionExpression:   aws.String("pk = :t AND sk BETWEEN :from AND :to"),
-			FilterExpression:         aws.String("#ttl > :now"),
-			ExpressionAttributeNames: map[string]string{"#ttl": AttrTTL},
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":t":    S(q.Tenant),
-				":from": S(checkpointPrefix + q.From.UTC().Format(audit.SortTimeLayout)),
-				":to":   S(checkpointPrefix + q.To.UTC().Format(audit.SortTimeLayout)),
-				":now":  N(now.Unix()),
-			},
-			ExclusiveStartKey: start,
-			Limit:             aws.Int32(int32(limit - len(out))),
-		})
-		if err != nil {
-			return nil, "", mapErr("audit QueryCheckpoints", err)
-		}
-		for _, it := range page.Items {
-			t, _ := time.Parse(time.RFC3339Nano, GetS(it, "time"))
-			if !t.Add(s.opt.AuditRetention).After(now) {
-				continue
-			}
-			var n uint64
-			if v, ok := it["number"].(*types.AttributeValueMemberN); ok {
-				n, _ = strconv.ParseUint(v.Value, 10, 64)
-			}
-			out = append(out, audit.Checkpoint{Writer: GetS(it, "writer"), Number: n, Time: t, Note: GetS(it, "note")})
-		}
-		if page.LastEvaluatedKey == nil {
-			return out, "", nil
-		}
-		if len(out) >= limit {
-			return out, base64.RawURLEncoding.EncodeToString([]byte(GetS(page.LastEvaluatedKey, AttrSK))), nil
-		}
-		start = page.LastEvaluatedKey
-	}
+		return audit.Checkpoint{Writer: GetS(it, "writer"), Number: n, Time: t, Note: GetS(it, "note")}, t
+	})
 }
 
 // KeptSince implements audit.CheckpointStore: the retention horizon
