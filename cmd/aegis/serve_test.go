@@ -107,7 +107,7 @@ func TestServeDemo(t *testing.T) {
 		t.Fatalf("leak: %s, want %s", leak, want)
 	}
 	egress := post(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"card 4111 1111 1111 1111"}}}`)
-	if want := `{"jsonrpc":"2.0","id":2,"error":{"code":-32053,"message":"Sensitive data in arguments: card; the call was not sent; remove the credential, card number or SSN from the arguments and send the call again (EGRESS_BLOCKED)","data":{"aegis":{"layer":"gateway","code":"EGRESS_BLOCKED"},"kinds":["card"]}}}`; egress != want {
+	if want := `{"jsonrpc":"2.0","id":2,"error":{"code":-32053,"message":"Sensitive data in arguments: card, calling echo on mock-primary; the call was not sent; remove the credential, card number or SSN from the arguments and send the call again (EGRESS_BLOCKED)","data":{"aegis":{"layer":"gateway","code":"EGRESS_BLOCKED"},"kinds":["card"]}}}`; egress != want {
 		t.Fatalf("egress: %s\nwant %s", egress, want)
 	}
 	if strings.Contains(stderr.String(), key) {

@@ -333,12 +333,44 @@ func writeFrame(w http.ResponseWriter, status int, frame []byte) {
 // tools/call and in the numbering of the protocol c speaks.
 func writeRefusal(w http.ResponseWriter, c *pipeline.Call, r *refusal.Refusal, shape string) {
 	retryAfter(w, r)
+	r = named(c, r)
 	n := numbering(c)
 	if shape == registry.ShapeResult && c.Method == "tools/call" && r.Code != refusal.CodeInternal {
 		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, refusalResult(r, n)))
 		return
 	}
 	writeFrame(w, r.HTTPStatus(), refusal.Frame(c.ID, r, refusal.LayerGateway, n))
+}
+
+// objectWords are the refusals whose checks word them without the call's
+// object (they decide on a call's content or its caller, not on a tool by
+// name); named adds it.
+var objectWords = map[refusal.Word]bool{
+	refusal.PolicyDenied: true, refusal.CapabilityDenied: true, refusal.PromptInjection: true,
+	refusal.ToolPoisoning: true, refusal.SensitiveData: true, refusal.EgressBlocked: true,
+	refusal.UpstreamUnavailable: true,
+}
+
+// named is r with the object of c's call after its message's first clause
+// ("Denied by policy, calling transfer on bank"), so that a client that shows only
+// error.message still says what was refused: for the words of
+// objectWords, when c names a server and the message does not name the
+// object yet. r itself is not changed (a refusal may be shared).
+func named(c *pipeline.Call, r *refusal.Refusal) *refusal.Refusal {
+	if c == nil || c.Server == nil || !objectWords[r.Word] {
+		return r
+	}
+	obj := callObject(c)
+	if strings.Contains(r.Message, obj) {
+		return r
+	}
+	n := *r
+	head, rest, _ := strings.Cut(r.Message, ";")
+	n.Message = head + ", calling " + obj
+	if rest != "" {
+		n.Message += ";" + rest
+	}
+	return &n
 }
 
 // numbering is the numbering of refusal codes for the client of c: MCP

@@ -282,7 +282,7 @@ func TestPolicyPermitOnlyEcho(t *testing.T) {
 				t.Fatalf("echo after the refusal = %+v, %v", res, err)
 			}
 			r, _ := e.invoke(t, e.Key, "", "transfer", transferArgs, "")
-			if r.code() != -32003 || r.word() != "POLICY_DENIED" || r.Error.Message != refusal.New(refusal.PolicyDenied, "").WireMessage() || strings.Contains(string(r.Raw), "echo-only") {
+			if r.code() != -32003 || r.word() != "POLICY_DENIED" || r.Error.Message != refusal.New(refusal.PolicyDenied, "Denied by policy, calling transfer on mock-primary").WireMessage() || strings.Contains(string(r.Raw), "echo-only") {
 				t.Fatalf("transfer on the wire = %s; want -32003 POLICY_DENIED, no rule", r.Raw)
 			}
 			rec := e.lastRecord(t, "transfer")
