@@ -20,6 +20,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/ratelimit"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/session"
+	"github.com/aegis-gw/aegis/shared/tenantview"
 )
 
 // Backend is every store the gateway and the admin API need.
@@ -38,6 +39,7 @@ type Backend interface {
 	breaker.Store         // circuits and in-flight leases
 	idempotency.Store     // the Idempotency-Key ledger
 	registry.PinStore     // rug-pull pins of tool definitions
+	tenantview.Reader     // a tenant's record, servers, stops and pins in one read
 
 	// InProcess reports whether every store lives in this process (the
 	// embedded store): checks then do their store work inline rather than

@@ -36,7 +36,9 @@
 //     Pins are read per server at most every Options.PinRefresh; when
 //     the store cannot be read the last pins read stay in force, and
 //     with none the definition goes uncompared (logged): the pins alone
-//     fail open.
+//     fail open. An entry without a pin whose tenant's pins are at their
+//     bounds (registry.ErrPinLimit) is held as a new tool is (-32051,
+//     "held-for-review", the reason says so), never let on unpinned.
 //  2. INPUT_VALIDATION: block refuses arguments that fail the tool's
 //     inputSchema with -32602 (shared/schema); monitor logs; off skips.
 //  3. EGRESS_ACTION: the arguments are scanned. Under block, a credential,
@@ -201,7 +203,7 @@ func New(o Options) (*Check, *Results, error) {
 	so := &schema.Options{Logger: o.Logger, Cache: o.Schemas}
 	k := &Check{o: o, enforce: schema.New(schema.Block, so), watch: schema.New(schema.Monitor, so)}
 	if o.Pins != nil {
-		k.pins = &pins{store: o.Pins, refresh: o.PinRefresh, now: o.Now, servers: map[serverKey]*serverPins{}, reported: map[reportKey]bool{}}
+		k.pins = &pins{store: o.Pins, refresh: o.PinRefresh, now: o.Now, servers: map[serverKey]*serverPins{}, filled: map[string]time.Time{}, reported: map[reportKey]bool{}}
 		if cat := o.Catalog; cat != nil {
 			k.pins.listed = catalogListed(cat)
 		}
@@ -448,6 +450,9 @@ func (k *Check) tool(ctx context.Context, c *pipeline.Call, a registry.ContentAc
 		attrs := heldAttrs(c.Tenant.ID, server, sub.name, v, pv)
 		if a.Threat == block {
 			k.o.Logger.WarnContext(ctx, "tool held for review; call refused (THREAT_MODE=block)", attrs...)
+			if pv.atLimit {
+				return refusal.HeldAtPinLimit(server, sub.name, v.PinHash, registry.MaxPinsPerTenant, registry.MaxPinBytesPerTenant)
+			}
 			return refusal.Held(server, sub.name, v.PinHash, pv.renamedFrom)
 		}
 		k.o.Logger.WarnContext(ctx, "tool held for review; call let through (THREAT_MODE=monitor)", attrs...)
@@ -617,7 +622,24 @@ func heldAttrs(tenant, server, tool string, v *route.Verdict, pv pinVerdict) []a
 	if pv.renamedFrom != "" {
 		a = append(a, "renamed_from", pv.renamedFrom)
 	}
+	if pv.atLimit {
+		a = append(a, "reason", "the tenant's pins are at their limit")
+	}
 	return a
+}
+
+// PinsDue reports whether tenant's pins were never filled (FillPins) or
+// were filled longer than Options.PinRefresh before now: the next check
+// of one of its definitions would read them. False without Options.Pins.
+func (k *Check) PinsDue(tenant string, now time.Time) bool { return k.pins.due(tenant, now) }
+
+// FillPins hands the check tenant's pins as read from the store at at by
+// someone else (shared/tenantview, with the tenant's other state): with
+// read, pins are all of them and servers the tenant's servers, and they
+// replace those held; without, the pins held (with the ones this check
+// wrote since) are current as of at. Options.PinRefresh counts from at.
+func (k *Check) FillPins(tenant string, servers []string, pins []registry.Pin, read bool, at time.Time) {
+	k.pins.fill(tenant, servers, pins, read, at)
 }
 
 // poisonAttrs names a poisoned definition in a log line: where its

@@ -3,6 +3,7 @@ package content
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -50,8 +51,9 @@ type pins struct {
 
 	mu       sync.Mutex
 	servers  map[serverKey]*serverPins
-	bytes    int                // of the pinned definitions in servers
-	reported map[reportKey]bool // changed or held definitions already logged
+	filled   map[string]time.Time // when each tenant's pins were last filled (fill)
+	bytes    int                  // of the pinned definitions in servers
+	reported map[reportKey]bool   // changed or held definitions already logged
 }
 
 type serverKey struct{ tenant, server string }
@@ -94,6 +96,7 @@ type pinVerdict struct {
 	state       pinState
 	pinned      string // the pin's hash (pinChanged)
 	renamedFrom string // pinHeld: the pinned tool it looks like, "" for none
+	atLimit     bool   // pinHeld: the tenant's pins are at their bounds (registry.ErrPinLimit)
 }
 
 // check judges v, the definition of e as listed now, against its pin. A
@@ -149,6 +152,10 @@ func (p *pins) check(ctx context.Context, tenant, server string, e entryKey, v *
 		return pinVerdict{state: pinHeld, renamedFrom: from}, nil
 	}
 	pin, err = p.store.PinIfAbsent(ctx, registry.Pin{Tenant: tenant, Server: server, Kind: e.kind, Tool: tool, Hash: v.PinHash, Def: v.Canon, By: registry.PinnedOnFirstUse, At: p.now()})
+	if errors.Is(err, registry.ErrPinLimit) {
+		// No room to pin it: held, never let on unpinned.
+		return pinVerdict{state: pinHeld, atLimit: true}, nil
+	}
 	if err != nil {
 		return pinVerdict{}, err
 	}
@@ -243,17 +250,30 @@ func (p *pins) server(ctx context.Context, tenant, server string) (*serverPins, 
 		p.mu.Unlock()
 		return sp, nil
 	}
-	read := &serverPins{read: now, pins: make(map[entryKey]registry.Pin, len(list)), renames: map[[2]string]string{}}
+	read := newServerPins(list, now)
+	p.mu.Lock()
+	p.install(k, read)
+	p.mu.Unlock()
+	return read, nil
+}
+
+func newServerPins(list []registry.Pin, at time.Time) *serverPins {
+	read := &serverPins{read: at, pins: make(map[entryKey]registry.Pin, len(list)), renames: map[[2]string]string{}}
 	for _, pin := range list {
 		read.pins[entryKey{pin.Kind, pin.Tool}] = pin
 		read.bytes += len(pin.Def)
 	}
-	p.mu.Lock()
+	return read
+}
+
+// install keeps read as k's pins, within the bounds; p.mu is held.
+func (p *pins) install(k serverKey, read *serverPins) {
 	if old := p.servers[k]; old != nil {
 		p.bytes -= old.bytes
 	}
 	if len(p.servers) >= cmp.Or(p.maxServers, maxPinServers) || p.bytes+read.bytes > maxPinBytes {
 		clear(p.servers)
+		clear(p.filled)
 		p.bytes = 0
 	}
 	if read.bytes > maxPinBytes {
@@ -267,8 +287,56 @@ func (p *pins) server(ctx context.Context, tenant, server string) (*serverPins, 
 	}
 	p.servers[k] = read
 	p.bytes += read.bytes
-	p.mu.Unlock()
-	return read, nil
+}
+
+// due reports whether tenant's pins were never filled or were filled
+// longer than refresh before now (Check.PinsDue).
+func (p *pins) due(tenant string, now time.Time) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.filled[tenant]
+	return !ok || now.Sub(at) >= p.refresh
+}
+
+// fill takes tenant's pins as read at at by someone else (Check.FillPins):
+// with read, list is every pin of the tenant and servers its servers, and
+// each server's pins are replaced (unless read later than at); without,
+// the pins held are current as of at, and are counted as read then.
+func (p *pins) fill(tenant string, servers []string, list []registry.Pin, read bool, at time.Time) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !read {
+		for _, name := range servers {
+			if sp := p.servers[serverKey{tenant, name}]; sp != nil && sp.read.Before(at) {
+				sp.read, sp.failed = at, time.Time{}
+			}
+		}
+	} else {
+		by := make(map[string][]registry.Pin, len(servers))
+		for _, name := range servers {
+			by[name] = nil
+		}
+		for _, pin := range list {
+			by[pin.Server] = append(by[pin.Server], pin)
+		}
+		for name, list := range by {
+			k := serverKey{tenant, name}
+			if sp := p.servers[k]; sp != nil && sp.read.After(at) {
+				continue
+			}
+			p.install(k, newServerPins(list, at))
+		}
+	}
+	if len(p.filled) >= cmp.Or(p.maxServers, maxPinServers) {
+		clear(p.filled)
+	}
+	p.filled[tenant] = at
 }
 
 // firstReport reports true the first time a changed or held definition is

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -55,13 +56,13 @@ func (s *Store) PinIfAbsent(ctx context.Context, p registry.Pin) (registry.Pin, 
 	if err != nil {
 		return registry.Pin{}, err
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+	err = s.write(ctx, pinWrite{op: "PinIfAbsent", tenant: p.Tenant, dn: 1, db: registry.PinSize(p), item: types.TransactWriteItem{Put: &types.Put{
 		TableName: aws.String(s.tables.State), Item: it, ConditionExpression: aws.String("attribute_not_exists(pk)"),
-	})
-	if err = mapErr("PinIfAbsent", err); err == nil {
+	}}})
+	if err == nil {
 		return p, nil
 	}
-	if !isConflict(err) {
+	if !isConflict(err) || errors.Is(err, registry.ErrPinLimit) {
 		return registry.Pin{}, err
 	}
 	var old registry.Pin
@@ -76,24 +77,11 @@ func (s *Store) PinIfAbsent(ctx context.Context, p registry.Pin) (registry.Pin, 
 // Pin, which decodes and encodes back to the same bytes.
 func (s *Store) SwapPin(ctx context.Context, old, p registry.Pin) (registry.Pin, error) {
 	pk, sk := tenantPK(p.Tenant), pinSK(p.Server, p.Kind, p.Tool)
-	was, err := Doc(old)
-	if err != nil {
-		return registry.Pin{}, err
-	}
-	it, err := s.docItem(pk, sk, p)
-	if err != nil {
-		return registry.Pin{}, err
-	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.tables.State), Item: it,
-		ConditionExpression:       aws.String("#d = :was"),
-		ExpressionAttributeNames:  map[string]string{"#d": AttrDoc},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":was": was},
-	})
-	if err = mapErr("SwapPin", err); err == nil {
+	err := s.replacePin(ctx, "SwapPin", &old, p)
+	if err == nil {
 		return p, nil
 	}
-	if !isConflict(err) {
+	if !isConflict(err) || errors.Is(err, registry.ErrPinLimit) {
 		return registry.Pin{}, err
 	}
 	var cur registry.Pin
@@ -103,26 +91,201 @@ func (s *Store) SwapPin(ctx context.Context, old, p registry.Pin) (registry.Pin,
 	return cur, nil
 }
 
-// PutPin implements registry.PinStore.
-func (s *Store) PutPin(ctx context.Context, p registry.Pin) error {
+// replacePin writes p over old (nil: over no pin) while the stored pin is
+// still old as read: store.ErrConflict when it is not.
+func (s *Store) replacePin(ctx context.Context, op string, old *registry.Pin, p registry.Pin) error {
 	it, err := s.docItem(tenantPK(p.Tenant), pinSK(p.Server, p.Kind, p.Tool), p)
 	if err != nil {
 		return err
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.tables.State), Item: it})
-	return mapErr("PutPin", err)
+	put := &types.Put{TableName: aws.String(s.tables.State), Item: it, ConditionExpression: aws.String("attribute_not_exists(pk)")}
+	w := pinWrite{op: op, tenant: p.Tenant, dn: 1, db: registry.PinSize(p), item: types.TransactWriteItem{Put: put}}
+	if old != nil {
+		was, err := Doc(*old)
+		if err != nil {
+			return err
+		}
+		put.ConditionExpression = aws.String("#d = :was")
+		put.ExpressionAttributeNames = map[string]string{"#d": AttrDoc}
+		put.ExpressionAttributeValues = map[string]types.AttributeValue{":was": was}
+		w.dn, w.db = 0, w.db-registry.PinSize(*old)
+	}
+	return s.write(ctx, w)
+}
+
+// maxPinRaces bounds PutPin's and DeletePin's read-then-write rounds
+// when other writers keep changing the pin between the two.
+const maxPinRaces = 5
+
+// current reads the pin at p's key: nil when there is none.
+func (s *Store) current(ctx context.Context, op string, tenant, server, kind, name string) (*registry.Pin, error) {
+	var cur registry.Pin
+	err := s.getDoc(ctx, op, tenantPK(tenant), pinSK(server, kind, name), &cur)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &cur, nil
+}
+
+// PutPin implements registry.PinStore: the pin in place is read first,
+// so that the tally counts the bytes it replaces, and the write lands
+// only while it is still that pin.
+func (s *Store) PutPin(ctx context.Context, p registry.Pin) error {
+	for range maxPinRaces {
+		cur, err := s.current(ctx, "PutPin", p.Tenant, p.Server, p.Kind, p.Tool)
+		if err != nil {
+			return err
+		}
+		if err = s.replacePin(ctx, "PutPin", cur, p); !isConflict(err) || errors.Is(err, registry.ErrPinLimit) {
+			return err
+		}
+	}
+	return fmt.Errorf("dynamo PutPin: %w: the pin kept changing", store.ErrConflict)
 }
 
 // DeletePin implements registry.PinStore.
 func (s *Store) DeletePin(ctx context.Context, tenant, server, kind, name string) error {
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(s.tables.State), Key: Key(tenantPK(tenant), pinSK(server, kind, name)),
-		ConditionExpression: aws.String("attribute_exists(pk)"),
+	for range maxPinRaces {
+		cur, err := s.current(ctx, "DeletePin", tenant, server, kind, name)
+		if err != nil {
+			return err
+		}
+		if cur == nil {
+			return store.ErrNotFound
+		}
+		was, err := Doc(*cur)
+		if err != nil {
+			return err
+		}
+		err = s.write(ctx, pinWrite{op: "DeletePin", tenant: tenant, dn: -1, db: -registry.PinSize(*cur), item: types.TransactWriteItem{Delete: &types.Delete{
+			TableName: aws.String(s.tables.State), Key: Key(tenantPK(tenant), pinSK(server, kind, name)),
+			ConditionExpression:       aws.String("#d = :was"),
+			ExpressionAttributeNames:  map[string]string{"#d": AttrDoc},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":was": was},
+		}}})
+		if !isConflict(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("dynamo DeletePin: %w: the pin kept changing", store.ErrConflict)
+}
+
+var _ registry.PinStore = (*Store)(nil)
+
+// Pin tally item (state table), one per tenant, written in the same
+// transaction as every pin write:
+//
+//	pk T#<tenant>  sk PINS   n (count)  b (bytes, registry.PinSize)  v (version)
+//
+// A write that adds a pin or grows one is conditional on the tally having
+// room (registry.PinTally.Fits, as n <= :n AND b <= :b); every write that
+// lands adds 1 to v. Pins written before the tally existed are counted
+// once, when the first write finds no tally (initTally). "PINS" sorts
+// after every "PIN#…" key and before "POLICY", "SERVER#…", "STOP#…" and
+// "TENANT", so that one Query from "PINS" reads the tenant's view without
+// its pins and one from "PIN#" reads it with them (TenantView).
+const skPinTally = "PINS"
+
+// pinWrite is one pin write: the pin's Put or Delete (with its own
+// condition) and its tally's move, dn pins and db bytes.
+type pinWrite struct {
+	op     string
+	tenant string
+	item   types.TransactWriteItem
+	dn, db int
+}
+
+// errNoTally: the tenant has no tally item yet.
+var errNoTally = errors.New("no pin tally")
+
+// write runs w: nil, store.ErrConflict when the pin's own condition
+// failed, registry.ErrPinLimit when the tally has no room. A tenant
+// without a tally gets one first (initTally).
+func (s *Store) write(ctx context.Context, w pinWrite) error {
+	for range 2 {
+		err := s.writeOnce(ctx, w)
+		if !errors.Is(err, errNoTally) {
+			return err
+		}
+		if err := s.initTally(ctx, w.tenant); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("dynamo %s: %w: the pin tally could not be made", w.op, store.ErrUnavailable)
+}
+
+func (s *Store) writeOnce(ctx context.Context, w pinWrite) error {
+	up := &types.Update{
+		TableName:                           aws.String(s.tables.State),
+		Key:                                 Key(tenantPK(w.tenant), skPinTally),
+		UpdateExpression:                    aws.String("ADD n :dn, b :db, v :one"),
+		ConditionExpression:                 aws.String("attribute_exists(n)"),
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":dn": N(int64(w.dn)), ":db": N(int64(w.db)), ":one": N(1)},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	if w.dn > 0 || w.db > 0 {
+		if w.dn > registry.MaxPinsPerTenant || w.db > registry.MaxPinBytesPerTenant {
+			return registry.ErrPinLimit
+		}
+		up.ConditionExpression = aws.String("attribute_exists(n) AND n <= :maxn AND b <= :maxb")
+		up.ExpressionAttributeValues[":maxn"] = N(int64(registry.MaxPinsPerTenant - w.dn))
+		up.ExpressionAttributeValues[":maxb"] = N(int64(registry.MaxPinBytesPerTenant - w.db))
+	}
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{w.item, {Update: up}},
 	})
-	if err = mapErr("DeletePin", err); errors.Is(err, store.ErrConflict) {
-		return store.ErrNotFound
+	var tc *types.TransactionCanceledException
+	if err == nil || !errors.As(err, &tc) || len(tc.CancellationReasons) != 2 {
+		return mapErr(w.op, err)
+	}
+	pin, tally := tc.CancellationReasons[0], tc.CancellationReasons[1]
+	switch {
+	case aws.ToString(pin.Code) == "ConditionalCheckFailed":
+		return fmt.Errorf("dynamo %s: %w", w.op, store.ErrConflict)
+	case aws.ToString(tally.Code) != "ConditionalCheckFailed":
+		return mapErr(w.op, err)
+	case len(tally.Item) == 0:
+		return errNoTally
+	}
+	return registry.ErrPinLimit
+}
+
+// initTally makes tenant's tally from the pins stored (those written
+// before tallies existed), unless another writer made it first.
+func (s *Store) initTally(ctx context.Context, tenant string) error {
+	pins, err := s.Pins(ctx, tenant, "")
+	if err != nil {
+		return err
+	}
+	b := 0
+	for _, p := range pins {
+		b += registry.PinSize(p)
+	}
+	it := Key(tenantPK(tenant), skPinTally)
+	it["n"], it["b"], it["v"] = N(int64(len(pins))), N(int64(b)), N(0)
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.tables.State), Item: it, ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
+	if err = mapErr("PinTally", err); isConflict(err) {
+		return nil
 	}
 	return err
 }
 
-var _ registry.PinStore = (*Store)(nil)
+// PinTally implements registry.PinStore: one consistent GetItem.
+func (s *Store) PinTally(ctx context.Context, tenant string) (registry.PinTally, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.tables.State), Key: Key(tenantPK(tenant), skPinTally), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return registry.PinTally{}, mapErr("PinTally", err)
+	}
+	return tallyOf(out.Item), nil
+}
+
+func tallyOf(it Item) registry.PinTally {
+	return registry.PinTally{Count: int(GetN(it, "n")), Bytes: int(GetN(it, "b")), Version: GetN(it, "v")}
+}

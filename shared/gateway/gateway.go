@@ -28,6 +28,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/correlation"
 	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
+	"github.com/aegis-gw/aegis/shared/killswitch"
 	"github.com/aegis-gw/aegis/shared/oauth"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/quota"
@@ -37,6 +38,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/session"
 	"github.com/aegis-gw/aegis/shared/store"
 	"github.com/aegis-gw/aegis/shared/telemetry"
+	"github.com/aegis-gw/aegis/shared/tenantview"
 	"github.com/aegis-gw/aegis/shared/upstream"
 )
 
@@ -134,7 +136,9 @@ type Metrics interface {
 type Gateway struct {
 	o      Options
 	b      backend.Backend
-	reg    registry.Reader // b, or a per-process cache over it
+	reg    registry.Reader   // b, or a per-process cache over it (view)
+	view   *tenantview.Cache // nil without Options.RegistryCacheTTL (view.go)
+	stops  *killswitch.Check // the kill-switch check, a part of view
 	auth   *auth.Authenticator
 	tokens *oauth.Validator // the tenants' issuers' JWTs (authn.go)
 	cat    *route.Catalog   // tools
@@ -199,9 +203,12 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	}
 	s := g.o.Settings
 	g.reg = b
+	pins := registry.PinStore(b)
 	if g.o.RegistryCacheTTL > 0 {
-		g.reg = registry.NewCache(b, g.o.RegistryCacheTTL, time.Minute, g.o.Now)
+		g.view = tenantview.NewCache(b, tenantview.Options{TTL: g.o.RegistryCacheTTL, MaxStale: time.Minute, Now: g.o.Now})
+		g.reg, pins = g.view, g.view
 	}
+	g.stops = killswitch.New(b, s.KillSwitchRefresh, g.o.Now, g.o.Logger)
 	g.auth = auth.NewAuthenticator(g.reg, s.Served)
 	g.tokens = oauth.New(&oauth.Options{HTTP: g.o.HTTP, Local: s.LocalMode, Now: g.o.Now, Logger: g.o.Logger})
 	g.up = &upstream.Client{HTTP: g.o.HTTP, Timeout: s.UpstreamTimeout, MaxRetries: s.UpstreamMaxRetries, Creds: g.o.Credentials}
@@ -214,8 +221,12 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	}
 	g.ledger = idempotency.New(idempotency.Options{Store: b, LeaseTTL: 5*s.UpstreamTimeout + 10*time.Second, Now: g.o.Now})
 	var err error
-	if g.content.check, g.content.results, err = content.New(content.Options{Defaults: s.Content(), Logger: g.o.Logger, Pins: b, Catalog: g.cat, Now: g.o.Now}); err != nil {
+	if g.content.check, g.content.results, err = content.New(content.Options{Defaults: s.Content(), Logger: g.o.Logger, Pins: pins, Catalog: g.cat, Now: g.o.Now}); err != nil {
 		return nil, err
+	}
+	if g.view != nil {
+		g.view.AddPart(stopsPart{g.stops})
+		g.view.AddPart(pinsPart{g.content.check})
 	}
 	if g.pipe, err = g.buildPipeline(); err != nil {
 		return nil, err

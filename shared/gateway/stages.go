@@ -3,7 +3,6 @@ package gateway
 import (
 	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/breaker"
-	"github.com/aegis-gw/aegis/shared/killswitch"
 	"github.com/aegis-gw/aegis/shared/params"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/policycheck"
@@ -58,7 +57,7 @@ var stages = [...]stage{
 		return route.NewCheckAll(g.cats)
 	}},
 	{slot: pipeline.KillSwitch, scope: pipeline.ServerBound, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
-		return killswitch.New(g.b, g.o.Settings.KillSwitchRefresh, g.o.Now, g.o.Logger)
+		return g.stops
 	}},
 	{slot: pipeline.Policy, scope: pipeline.ServerBound, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return policycheck.New(g.b, g.reg, g.b, &policycheck.Options{Refresh: g.o.Settings.PolicyRefresh, Now: g.o.Now, Logger: g.o.Logger})

@@ -129,14 +129,7 @@ func (k *Check) Stopped(ctx context.Context, tenant, server, tool string) (bool,
 }
 
 func (k *Check) load(ctx context.Context, tenant string) (map[[2]string]bool, error) {
-	k.mu.Lock()
-	e := k.tenants[tenant]
-	if e == nil {
-		e = &entry{}
-		k.tenants[tenant] = e
-	}
-	k.mu.Unlock()
-
+	e := k.entry(tenant)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := k.now()
@@ -158,12 +151,51 @@ func (k *Check) load(ctx context.Context, tenant string) (map[[2]string]bool, er
 			"tenant", tenant, "age", now.Sub(e.fetched).String(), "err", err)
 		return e.stops, nil
 	}
+	m := stopSet(list)
+	e.stops, e.loaded, e.fetched, e.failedAt = m, true, now, time.Time{}
+	return m, nil
+}
+
+// Due reports whether tenant's stops were never read or are older than
+// the refresh period at now: the next decision would read them.
+func (k *Check) Due(tenant string, now time.Time) bool {
+	e := k.entry(tenant)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return !e.loaded || now.Sub(e.fetched) >= k.refresh
+}
+
+// Fill sets tenant's stops to list, read from the store at at by someone
+// else (shared/tenantview reads them with the tenant's other state), unless
+// the copy held was read later. The refresh period counts from at.
+func (k *Check) Fill(tenant string, list []Stop, at time.Time) {
+	e := k.entry(tenant)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.loaded && e.fetched.After(at) {
+		return
+	}
+	e.stops, e.loaded, e.fetched, e.failedAt = stopSet(list), true, at, time.Time{}
+}
+
+func stopSet(list []Stop) map[[2]string]bool {
 	m := make(map[[2]string]bool, len(list))
 	for _, s := range list {
 		m[[2]string{s.Server, s.Tool}] = true
 	}
-	e.stops, e.loaded, e.fetched, e.failedAt = m, true, now, time.Time{}
-	return m, nil
+	return m
+}
+
+// entry returns tenant's entry, made empty when there is none.
+func (k *Check) entry(tenant string) *entry {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.tenants[tenant]
+	if e == nil {
+		e = &entry{}
+		k.tenants[tenant] = e
+	}
+	return e
 }
 
 func (k *Check) retryAfterFailure() time.Duration {

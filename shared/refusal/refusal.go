@@ -484,6 +484,17 @@ func Held(server, tool, current, renamedFrom string) *Refusal {
 	return r
 }
 
+// HeldAtPinLimit is -32051 for an entry without a pin that cannot be
+// pinned because its tenant's pins are at their bounds (maxPins pins or
+// maxBytes bytes): held for review, as a new tool under new_tools "hold",
+// until an operator makes room (deletes pins) and it is pinned.
+func HeldAtPinLimit(server, tool, current string, maxPins, maxBytes int) *Refusal {
+	return New(ToolPoisoning, fmt.Sprintf("Tool definition rejected: %s on %s awaits review", tool, server)).
+		With("server", server).With("tool", tool).With("rule", "held-for-review").
+		With("reason", fmt.Sprintf("cannot be pinned: the tenant's pins are at their limit (%d pins, %d bytes); an operator must delete unused pins", maxPins, maxBytes)).
+		With("new", current)
+}
+
 // TooManyStreams is -32004 for a subscriptions/listen past the open
 // streams one API key may hold on an instance (limit): scope "streams";
 // retry once one of the key's streams has ended.

@@ -96,3 +96,26 @@ func (c *Cache) Servers(ctx context.Context, tenant string) ([]Server, error) {
 }
 
 var _ Reader = (*Cache)(nil)
+
+// KnownTenant returns the tenant of key id as this cache last read it,
+// however old that read (a key never moves to another tenant), so that a
+// caller can read the tenant's state while the key is read again.
+func (c *Cache) KnownTenant(id string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.keys[id]
+	if !ok || e.miss {
+		return "", false
+	}
+	return e.v.Tenant, true
+}
+
+// KeyFresh reports whether key id (or its absence) was read within TTL:
+// Key answers it without a read.
+func (c *Cache) KeyFresh(id string) bool {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.keys[id]
+	return ok && now.Sub(e.at) < c.ttl
+}

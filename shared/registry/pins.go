@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/aegis-gw/aegis/shared/store"
 )
 
 // Pin is the approved definition of one tool, prompt, resource or resource
@@ -98,6 +100,9 @@ type PinStore interface {
 	// name: store.ErrNotFound when there is none. The next listing pins
 	// it again on first use.
 	DeletePin(ctx context.Context, tenant, server, kind, name string) error
+	// PinTally is tenant's tally: how many pins, their bytes, and the
+	// version every pin write moves on (the zero tally for none).
+	PinTally(ctx context.Context, tenant string) (PinTally, error)
 }
 
 // ComparePins orders pins as PinStore.Pins lists them.
@@ -382,4 +387,50 @@ func RenameOf(canon json.RawMessage, tool string, pins []Pin, listed func(tool s
 		}
 	}
 	return from, score, ok
+}
+
+// Bounds of one tenant's pins, kept by every PinStore: past either, a
+// write that would add a pin or grow one fails with ErrPinLimit and
+// nothing is stored or evicted (a pin is a security record; none is ever
+// dropped to make room). The rug-pull check then holds the new entry for
+// review (-32051) rather than let it on unpinned; the admin API answers
+// 409. 2,000 pins of 512 KiB in all keep a tenant's pins, with its other
+// registry items, within one page (1 MB) of one DynamoDB Query, so that a
+// new instance reads them in one round trip (docs/design/cost.md).
+const (
+	MaxPinsPerTenant     = 2000
+	MaxPinBytesPerTenant = 512 << 10
+)
+
+// ErrPinLimit is a pin write refused at MaxPinsPerTenant or
+// MaxPinBytesPerTenant. It wraps store.ErrConflict.
+var ErrPinLimit = fmt.Errorf("%w: the tenant's pins are at their limit (%d pins or %d bytes); delete pins of entries no longer used", store.ErrConflict, MaxPinsPerTenant, MaxPinBytesPerTenant)
+
+// PinSize is what p counts against MaxPinBytesPerTenant: the length of its
+// JSON encoding, as the stores keep it.
+func PinSize(p Pin) int {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return 0
+	}
+	return len(b)
+}
+
+// PinTally is a tenant's pins as its store counts them: how many, their
+// bytes (PinSize), and a version that every pin write that lands moves
+// on by one, so that a reader that knows the version its copy was read
+// at can tell, from the tally alone, whether its copy is still current.
+type PinTally struct {
+	Count   int   `json:"count"`
+	Bytes   int   `json:"bytes"`
+	Version int64 `json:"version"`
+}
+
+// Fits reports whether the tally has room for a write that changes the
+// count by dn and the bytes by db: always for a write that adds nothing.
+func (t PinTally) Fits(dn, db int) bool {
+	if dn <= 0 && db <= 0 {
+		return true
+	}
+	return t.Count+dn <= MaxPinsPerTenant && t.Bytes+db <= MaxPinBytesPerTenant
 }
