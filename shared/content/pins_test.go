@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/memstore"
+	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/route"
 )
@@ -248,5 +249,102 @@ func TestPinsBounded(t *testing.T) {
 	}
 	if sum != p.bytes || p.bytes > maxPinBytes {
 		t.Fatalf("bytes %d, accounted %d (bound %d)", sum, p.bytes, maxPinBytes)
+	}
+}
+
+// fullPins is a pin store whose tenants' pins are at their bounds.
+type fullPins struct{ registry.PinStore }
+
+func (fullPins) PinIfAbsent(context.Context, registry.Pin) (registry.Pin, error) {
+	return registry.Pin{}, registry.ErrPinLimit
+}
+
+// TestPinsAtLimitHold: a definition without a pin that cannot be pinned
+// because its tenant's pins are at their bounds is held (never let on
+// unpinned, never an error that lets it through uncompared); one already
+// pinned is judged as ever.
+func TestPinsAtLimitHold(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	mem := memstore.New()
+	ins := route.NewInspector(nil)
+	v1 := ins.Inspect(json.RawMessage(`{"name":"echo","description":"Echoes."}`))
+	v2 := ins.Inspect(json.RawMessage(`{"name":"echo","description":"Echoes, and keeps a copy."}`))
+	if _, err := mem.PinIfAbsent(ctx, registry.Pin{Tenant: "acme", Server: "tools", Tool: "echo", Hash: v1.PinHash, By: "ops", At: now}); err != nil {
+		t.Fatal(err)
+	}
+	p := &pins{store: fullPins{mem}, refresh: DefaultPinRefresh, now: func() time.Time { return now }, servers: map[serverKey]*serverPins{}, reported: map[reportKey]bool{}}
+	for _, kind := range registry.PinKinds {
+		pv, err := p.check(ctx, "acme", "tools", entryKey{kind, "new"}, v1, false)
+		if err != nil || pv.state != pinHeld || !pv.atLimit {
+			t.Fatalf("a new %s at the bound: %+v, %v; want held at the limit", registry.PinKindName(kind), pv, err)
+		}
+	}
+	if pv, err := p.check(ctx, "acme", "tools", toolKey("echo"), v2, false); err != nil || pv.state != pinChanged {
+		t.Fatalf("a pinned tool changed, at the bound: %+v, %v; want changed", pv, err)
+	}
+	r := refusal.HeldAtPinLimit("tools", "new", v1.PinHash, 20, 8192)
+	if r.Word != refusal.ToolPoisoning || r.Fields["rule"] != RuleHeld || !strings.Contains(r.Fields["reason"].(string), "limit") {
+		t.Fatalf("refusal %+v", r)
+	}
+}
+
+// countPins counts the pin reads of a store.
+type countPins struct {
+	registry.PinStore
+	reads int
+}
+
+func (c *countPins) Pins(ctx context.Context, tenant, server string) ([]registry.Pin, error) {
+	c.reads++
+	return c.PinStore.Pins(ctx, tenant, server)
+}
+
+// TestPinsFill: pins filled by the tenant's view are used without a read
+// of their own, for every server the view names (one without pins too);
+// a fill without pins counts those held as read then; past the refresh
+// without a fill the check reads for itself, as before.
+func TestPinsFill(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	st := &countPins{PinStore: memstore.New()}
+	p := &pins{store: st, refresh: DefaultPinRefresh, now: func() time.Time { return now }, servers: map[serverKey]*serverPins{}, filled: map[string]time.Time{}, reported: map[reportKey]bool{}}
+	ins := route.NewInspector(nil)
+	v1 := ins.Inspect(json.RawMessage(`{"name":"echo","description":"Echoes."}`))
+	v2 := ins.Inspect(json.RawMessage(`{"name":"echo","description":"Echoes, and keeps a copy."}`))
+	if !p.due("acme", now) {
+		t.Fatal("never filled: not due")
+	}
+	pinned := registry.Pin{Tenant: "acme", Server: "tools", Tool: "echo", Hash: v1.PinHash, By: "ops", At: now}
+	p.fill("acme", []string{"tools", "docs"}, []registry.Pin{pinned}, true, now)
+	if p.due("acme", now.Add(time.Second)) {
+		t.Fatal("just filled: due")
+	}
+	if pv, err := p.check(ctx, "acme", "tools", toolKey("echo"), v2, false); err != nil || pv.state != pinChanged {
+		t.Fatalf("filled pin: %+v, %v; want changed", pv, err)
+	}
+	st.reads = 0
+	if _, err := p.check(ctx, "acme", "docs", toolKey("search"), v1, false); err != nil {
+		t.Fatal(err)
+	}
+	if st.reads != 0 {
+		t.Fatalf("%d pin reads for a filled server without pins, want 0", st.reads)
+	}
+	// Within the refresh after a fill without pins: no read.
+	now = now.Add(4 * time.Second)
+	p.fill("acme", []string{"tools", "docs"}, nil, false, now)
+	now = now.Add(4 * time.Second)
+	p.check(ctx, "acme", "tools", toolKey("echo"), v1, false)
+	if st.reads != 0 {
+		t.Fatalf("%d pin reads after a fill without pins, want 0", st.reads)
+	}
+	// Past the refresh with no fill: the check reads for itself.
+	now = now.Add(DefaultPinRefresh)
+	if !p.due("acme", now) {
+		t.Fatal("past the refresh: not due")
+	}
+	p.check(ctx, "acme", "tools", toolKey("echo"), v1, false)
+	if st.reads != 1 {
+		t.Fatalf("%d pin reads past the refresh, want 1", st.reads)
 	}
 }

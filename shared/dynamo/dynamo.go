@@ -38,6 +38,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/aegis-gw/aegis/shared/backend"
+	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
@@ -87,6 +88,9 @@ type Options struct {
 	// DefaultOpTimeout; keep it above ResponseHeaderTimeout and above the
 	// retryer's waits, (MaxAttempts-1) * MaxBackoff.
 	OpTimeout time.Duration
+	// PinBounds bound each tenant's pins; zero: registry.DefaultPinBounds.
+	// Tests lower them.
+	PinBounds registry.PinBounds
 }
 
 // DefaultOpTimeout is Options.OpTimeout's default: the budget of one

@@ -227,12 +227,13 @@ func (s *Store) writeOnce(ctx context.Context, w pinWrite) error {
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 	if w.dn > 0 || w.db > 0 {
-		if w.dn > registry.MaxPinsPerTenant || w.db > registry.MaxPinBytesPerTenant {
+		bounds := s.opt.PinBounds.OrDefault()
+		if !(registry.PinTally{}).Fits(w.dn, w.db, bounds) {
 			return registry.ErrPinLimit
 		}
 		up.ConditionExpression = aws.String("attribute_exists(n) AND n <= :maxn AND b <= :maxb")
-		up.ExpressionAttributeValues[":maxn"] = N(int64(registry.MaxPinsPerTenant - w.dn))
-		up.ExpressionAttributeValues[":maxb"] = N(int64(registry.MaxPinBytesPerTenant - w.db))
+		up.ExpressionAttributeValues[":maxn"] = N(int64(bounds.Count - w.dn))
+		up.ExpressionAttributeValues[":maxb"] = N(int64(bounds.Bytes - w.db))
 	}
 	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems: []types.TransactWriteItem{w.item, {Update: up}},

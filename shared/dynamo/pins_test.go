@@ -14,3 +14,9 @@ func TestPinsContract(t *testing.T) {
 		return dynamotest.Start(t).Store(t, dynamo.Options{})
 	})
 }
+
+func TestPinBoundsContract(t *testing.T) {
+	storetest.PinBounds(t, func(t *testing.T, b registry.PinBounds) registry.PinStore {
+		return dynamotest.Start(t).Store(t, dynamo.Options{PinBounds: b})
+	})
+}

@@ -1,6 +1,16 @@
 package memstore
 
-import "github.com/aegis-gw/aegis/shared/audit"
+import (
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/registry"
+)
+
+// SetPinBounds lowers each tenant's pin bounds, for the contract test.
+func (s *Store) SetPinBounds(b registry.PinBounds) {
+	s.pins.mu.Lock()
+	defer s.pins.mu.Unlock()
+	s.pins.bounds = b
+}
 
 // TamperAudit edits tenant's stored records and checkpoints behind the
 // store's back, as someone with write access to it could (the tamper

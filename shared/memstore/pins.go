@@ -10,7 +10,7 @@ import (
 )
 
 // MaxPins caps the pins of all tenants together, besides each tenant's
-// bounds (registry.MaxPinsPerTenant, registry.MaxPinBytesPerTenant): past
+// bounds (registry.DefaultPinBounds): past
 // either, a write that would add a pin fails with registry.ErrPinLimit
 // and nothing is stored or dropped.
 const MaxPins = 100_000
@@ -25,6 +25,7 @@ type pinTable struct {
 	mu      sync.Mutex
 	m       map[pinKey]registry.Pin
 	tallies map[string]registry.PinTally
+	bounds  registry.PinBounds // zero: registry.DefaultPinBounds; lowered by tests
 }
 
 // Pins implements registry.PinStore.
@@ -53,7 +54,7 @@ func (t *pinTable) set(p registry.Pin, old registry.Pin, had bool) error {
 		dn, db = 0, db-registry.PinSize(old)
 	}
 	tl := t.tallies[p.Tenant]
-	if !tl.Fits(dn, db) || dn > 0 && len(t.m) >= MaxPins {
+	if !tl.Fits(dn, db, t.bounds.OrDefault()) || dn > 0 && len(t.m) >= MaxPins {
 		return registry.ErrPinLimit
 	}
 	if t.m == nil {

@@ -11,3 +11,11 @@ import (
 func TestPinsContract(t *testing.T) {
 	storetest.Pins(t, func(*testing.T) registry.PinStore { return memstore.New() })
 }
+
+func TestPinBoundsContract(t *testing.T) {
+	storetest.PinBounds(t, func(_ *testing.T, b registry.PinBounds) registry.PinStore {
+		s := memstore.New()
+		s.SetPinBounds(b)
+		return s
+	})
+}

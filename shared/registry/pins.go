@@ -389,12 +389,13 @@ func RenameOf(canon json.RawMessage, tool string, pins []Pin, listed func(tool s
 	return from, score, ok
 }
 
-// Bounds of one tenant's pins, kept by every PinStore: past either, a
-// write that would add a pin or grow one fails with ErrPinLimit and
-// nothing is stored or evicted (a pin is a security record; none is ever
-// dropped to make room). The rug-pull check then holds the new entry for
-// review (-32051) rather than let it on unpinned; the admin API answers
-// 409. 2,000 pins of 512 KiB in all keep a tenant's pins, with its other
+// Bounds of one tenant's pins, kept by every PinStore (DefaultPinBounds;
+// a store may be given lower ones, as tests do): past either, a write
+// that would add a pin or grow one fails with ErrPinLimit and nothing is
+// stored or evicted (a pin is a security record; none is ever dropped to
+// make room). The rug-pull check then holds the new entry for review
+// (-32051) rather than let it on unpinned; the admin API answers 409.
+// 2,000 pins of 512 KiB in all keep a tenant's pins, with its other
 // registry items, within one page (1 MB) of one DynamoDB Query, so that a
 // new instance reads them in one round trip (docs/design/cost.md).
 const (
@@ -402,9 +403,24 @@ const (
 	MaxPinBytesPerTenant = 512 << 10
 )
 
-// ErrPinLimit is a pin write refused at MaxPinsPerTenant or
-// MaxPinBytesPerTenant. It wraps store.ErrConflict.
-var ErrPinLimit = fmt.Errorf("%w: the tenant's pins are at their limit (%d pins or %d bytes); delete pins of entries no longer used", store.ErrConflict, MaxPinsPerTenant, MaxPinBytesPerTenant)
+// PinBounds are the bounds of one tenant's pins a store keeps: Count
+// pins of Bytes bytes in all (PinSize).
+type PinBounds struct{ Count, Bytes int }
+
+// DefaultPinBounds are MaxPinsPerTenant and MaxPinBytesPerTenant.
+var DefaultPinBounds = PinBounds{Count: MaxPinsPerTenant, Bytes: MaxPinBytesPerTenant}
+
+// OrDefault is b, or DefaultPinBounds when b is zero.
+func (b PinBounds) OrDefault() PinBounds {
+	if b == (PinBounds{}) {
+		return DefaultPinBounds
+	}
+	return b
+}
+
+// ErrPinLimit is a pin write refused at the tenant's PinBounds. It wraps
+// store.ErrConflict.
+var ErrPinLimit = fmt.Errorf("%w: the tenant's pins are at their limit (count or bytes); delete pins of entries no longer used", store.ErrConflict)
 
 // PinSize is what p counts against MaxPinBytesPerTenant: the length of its
 // JSON encoding, as the stores keep it.
@@ -426,11 +442,12 @@ type PinTally struct {
 	Version int64 `json:"version"`
 }
 
-// Fits reports whether the tally has room for a write that changes the
-// count by dn and the bytes by db: always for a write that adds nothing.
-func (t PinTally) Fits(dn, db int) bool {
+// Fits reports whether the tally has room within b for a write that
+// changes the count by dn and the bytes by db: always for a write that
+// adds nothing.
+func (t PinTally) Fits(dn, db int, b PinBounds) bool {
 	if dn <= 0 && db <= 0 {
 		return true
 	}
-	return t.Count+dn <= MaxPinsPerTenant && t.Bytes+db <= MaxPinBytesPerTenant
+	return t.Count+dn <= b.Count && t.Bytes+db <= b.Bytes
 }

@@ -28,6 +28,7 @@ func Run(t *testing.T, nb NewBackend) {
 	t.Run("asked", func(t *testing.T) { testAsked(t, nb) })
 	t.Run("counters", func(t *testing.T) { testCounters(t, nb) })
 	t.Run("killswitch", func(t *testing.T) { testKillSwitch(t, nb) })
+	t.Run("tenantview", func(t *testing.T) { testTenantView(t, nb) })
 	t.Run("audit", func(t *testing.T) { testAudit(t, nb) })
 	t.Run("checkpoints", func(t *testing.T) { testCheckpoints(t, nb) })
 	t.Run("approvals", func(t *testing.T) { testApprovals(t, fresh) })
