@@ -179,11 +179,11 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 		// another: the tenant, its session and its pins are in use.
 		// first: no warm-up at all, a new tenant's first call ever.
 		cold, first bool
-		prepare  func(t *testing.T, e *costEnv)
-		tool     string
-		args     string
-		wantCode int
-		want     costWant
+		prepare     func(t *testing.T, e *costEnv)
+		tool        string
+		args        string
+		wantCode    int
+		want        costWant
 	}{
 		{name: "allowed, template defaults", tool: "echo", args: echoArgs,
 			want: costWant{9, 7, 2, 7, 4, 3, 0}},
