@@ -178,12 +178,13 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 		// new instance (a cold start), made after the warm-up call on
 		// another: the tenant, its session and its pins are in use.
 		// first: no warm-up at all, a new tenant's first call ever.
-		cold, first bool
-		prepare     func(t *testing.T, e *costEnv)
-		tool        string
-		args        string
-		wantCode    int
-		want        costWant
+		cold     bool
+		first    bool
+		prepare  func(t *testing.T, e *costEnv)
+		tool     string
+		args     string
+		wantCode int
+		want     costWant
 	}{
 		{name: "allowed, template defaults", tool: "echo", args: echoArgs,
 			want: costWant{9, 7, 2, 7, 4, 3, 0}},
