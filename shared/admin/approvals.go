@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
@@ -174,6 +176,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, corr, http.StatusBadRequest, CodeBadRequest, fe.Error(), fe.field)
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, corr, http.StatusNotFound, CodeNotFound, "not found: "+r.URL.Path, "")
+	case errors.Is(err, registry.ErrPinLimit):
+		writeError(w, corr, http.StatusConflict, CodeConflict, fmt.Sprintf("conflict: %s: the tenant's pins are at their limit (%d pins, %d bytes in all); unpin entries no longer used first", r.URL.Path, registry.MaxPinsPerTenant, registry.MaxPinBytesPerTenant), "")
 	case errors.Is(err, store.ErrConflict):
 		writeError(w, corr, http.StatusConflict, CodeConflict, "conflict: "+r.URL.Path, "")
 	default:
