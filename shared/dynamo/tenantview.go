@@ -29,9 +29,9 @@ func (s *Store) TenantView(ctx context.Context, tenant string, pins bool) (tenan
 	}
 	in := &dynamodb.QueryInput{
 		TableName:              aws.String(s.tables.State),
-		KeyConditionExpression: aws.String("pk = :pk AND sk >= :from"),
+		KeyConditionExpression: aws.String("pk = :pk AND sk >= :p"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": S(tenantPK(tenant)), ":from": S(from),
+			":pk": S(tenantPK(tenant)), ":p": S(from),
 		},
 		ConsistentRead: aws.Bool(true),
 	}
