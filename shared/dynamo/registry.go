@@ -125,13 +125,27 @@ func (s *Store) Servers(ctx context.Context, tenant string) ([]registry.Server, 
 }
 
 // PutTenant implements registry.Writer: the tenant and its index item in one
-// transaction.
+// transaction. A new tenant gets its pin tally (pins.go) in the same
+// transaction, conditional on the tenant being new, so that its first pin
+// write need not make one; when the tenant exists the transaction is
+// cancelled and the tenant is written without it.
 func (s *Store) PutTenant(ctx context.Context, t registry.Tenant) error {
 	a, err := s.docItem(tenantPK(t.ID), skTenant, t)
 	if err != nil {
 		return err
 	}
 	b, _ := s.docItem(pkTenants, t.ID, t)
+	tally := Key(tenantPK(t.ID), skPinTally)
+	tally["n"], tally["b"], tally["v"] = N(0), N(0), N(0)
+	isNew, hasNoTally := s.put(a), s.put(tally)
+	isNew.Put.ConditionExpression = aws.String("attribute_not_exists(pk)")
+	hasNoTally.Put.ConditionExpression = aws.String("attribute_not_exists(pk)")
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+		TransactItems: []types.TransactWriteItem{isNew, s.put(b), hasNoTally},
+	})
+	if err = mapErr("PutTenant", err); !isConflict(err) {
+		return err
+	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 		TransactItems: []types.TransactWriteItem{s.put(a), s.put(b)},
 	})

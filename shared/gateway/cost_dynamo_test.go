@@ -225,11 +225,10 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 			want: costWant{12, 7, 5, 7, 10, 5, 0}},
 		// A new tenant's first call ever, on a new instance: besides the
 		// cold start, echo is pinned on first use (the pin and its
-		// tally in one transaction; the tally is made first, once per
-		// tenant, from the pins stored) and the upstream session is
-		// opened and stored.
+		// tally, which PutTenant made, in one transaction) and the
+		// upstream session is opened and stored.
 		{name: "a new tenant's first call, cold", first: true, tool: "echo", args: echoArgs,
-			want: costWant{17, 11, 6, 17, 12, 10, 0}},
+			want: costWant{14, 9, 5, 12, 10, 7, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newCostEnv(t, tc.tune, tc.roles)
