@@ -33,7 +33,8 @@
 //     tools/list and refused with -32051 (data: server, tool, rule
 //     "held-for-review", reason, new, renamed_from) under block until an
 //     operator pins it; monitor lists, lets it on, records and logs.
-//     Pins are read per server at most every Options.PinRefresh; when
+//     Pins are read per server at most every Options.PinRefresh (or
+//     handed over by the tenant's view, Check.FillPins); when
 //     the store cannot be read the last pins read stay in force, and
 //     with none the definition goes uncompared (logged): the pins alone
 //     fail open. An entry without a pin whose tenant's pins are at their
