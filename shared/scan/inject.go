@@ -119,8 +119,8 @@ var cueLen = func() (l [256]uint32) {
 	return l
 }()
 
-// hit is a threat detector's match: the part of a Finding a detector
-// fills, small enough to return by value cheaply through the chain of
+// hit is a detector's match: the part of a Finding a detector fills,
+// small enough to return by value cheaply through the chain of
 // detectors. noHit (start -1) is no match.
 type hit struct {
 	kind       Kind
@@ -129,6 +129,11 @@ type hit struct {
 }
 
 var noHit = hit{start: -1}
+
+// finding is h as a Finding, without its place in the document.
+func (h hit) finding() Finding {
+	return Finding{Kind: h.kind, Rule: h.rule, Start: h.start, End: h.end}
+}
 
 // wordHit runs the threat detectors that start at the ASCII word
 // t[ws:we]: a cue phrase, or (with decode) a base64 or hex blob starting

@@ -157,7 +157,8 @@ const (
 // concurrent use.
 type Scanner struct {
 	on       [numKinds]bool
-	threat   bool // some threat kind is on
+	threat   bool       // some threat kind is on
+	class    [256]uint8 // byte classes for the kinds on (classes)
 	maxDepth int
 	// phoneRegions: Options.PhoneRegions' metadata, when phones are on.
 	phoneRegions []*phoneRegion
@@ -187,6 +188,7 @@ func New(o *Options) *Scanner {
 	for k := numPII; k < numKinds; k++ {
 		s.threat = s.threat || s.on[k]
 	}
+	s.class = classes(&s.on, s.threat)
 	if s.on[KindPhone] {
 		regions := DefaultPhoneRegions
 		if o != nil && len(o.PhoneRegions) > 0 {

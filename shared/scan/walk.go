@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"sync"
 	"unicode/utf16"
@@ -117,14 +118,20 @@ func (w *walker) run() error {
 func (w *walker) fail(msg string) error { return &SyntaxError{Offset: w.i, msg: msg} }
 
 func (w *walker) space() {
-	for w.i < len(w.doc) {
-		switch w.doc[w.i] {
-		case ' ', '\t', '\n', '\r':
-			w.i++
-		default:
-			return
-		}
+	// Most calls meet no space at all: one comparison decides.
+	if w.i < len(w.doc) && w.doc[w.i] > ' ' {
+		return
 	}
+	i := w.i
+	for i < len(w.doc) {
+		switch w.doc[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+			continue
+		}
+		break
+	}
+	w.i = i
 }
 
 func (w *walker) value(depth int, member []byte) error {
@@ -176,41 +183,45 @@ func (w *walker) literal(lit string) error {
 }
 
 func (w *walker) number() error {
-	d := w.doc
-	if w.i < len(d) && d[w.i] == '-' {
-		w.i++
+	d, i := w.doc, w.i
+	if i < len(d) && d[i] == '-' {
+		i++
 	}
 	switch {
-	case w.i < len(d) && d[w.i] == '0':
-		w.i++
-	case w.i < len(d) && d[w.i] >= '1' && d[w.i] <= '9':
-		for w.i < len(d) && isDigit(d[w.i]) {
-			w.i++
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+		for i < len(d) && isDigit(d[i]) {
+			i++
 		}
 	default:
+		w.i = i
 		return w.fail("invalid value")
 	}
-	if w.i < len(d) && d[w.i] == '.' {
-		w.i++
-		if w.i >= len(d) || !isDigit(d[w.i]) {
+	if i < len(d) && d[i] == '.' {
+		i++
+		if i >= len(d) || !isDigit(d[i]) {
+			w.i = i
 			return w.fail("invalid number")
 		}
-		for w.i < len(d) && isDigit(d[w.i]) {
-			w.i++
+		for i < len(d) && isDigit(d[i]) {
+			i++
 		}
 	}
-	if w.i < len(d) && (d[w.i] == 'e' || d[w.i] == 'E') {
-		w.i++
-		if w.i < len(d) && (d[w.i] == '+' || d[w.i] == '-') {
-			w.i++
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
 		}
-		if w.i >= len(d) || !isDigit(d[w.i]) {
+		if i >= len(d) || !isDigit(d[i]) {
+			w.i = i
 			return w.fail("invalid number")
 		}
-		for w.i < len(d) && isDigit(d[w.i]) {
-			w.i++
+		for i < len(d) && isDigit(d[i]) {
+			i++
 		}
 	}
+	w.i = i
 	return nil
 }
 
@@ -275,7 +286,7 @@ func (w *walker) array(depth int, member []byte) error {
 	}
 	base := len(w.path)
 	for n := 0; ; n++ {
-		w.path = strconv.AppendInt(append(w.path[:base], '/'), int64(n), 10)
+		w.path = appendIndex(append(w.path[:base], '/'), n)
 		if err := w.value(depth+1, member); err != nil {
 			return err
 		}
@@ -307,57 +318,74 @@ var strByte = func() (t [256]uint8) {
 	return t
 }()
 
-// plain8 reports whether none of the eight bytes of x is '"', '\\' or a
-// control character (below 0x20): each is a plain byte of a string's
-// content (strByte 0).
-func plain8(x uint64) bool {
+// special8 marks (with its high bit) each of the eight bytes of x that
+// is '"', '\\' or a control character (below 0x20): the bytes that end a
+// plain run of a string's content (strByte not 0). A byte's mark is exact
+// when no lower byte is marked, so the lowest mark is the first such byte.
+func special8(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	zero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
 	// A byte below 0x20 is found by subtracting 0x20 from each byte; a
 	// byte of 0x80 or more stays out of the test (&^ x).
 	below := (x - 0x20*ones) &^ x & highs
-	return below|zero(x^('"'*ones))|zero(x^('\\'*ones)) == 0
+	return below | zero(x^('"'*ones)) | zero(x^('\\'*ones))
 }
+
+// plain8 reports whether none of the eight bytes of x is '"', '\\' or a
+// control character (strByte 0).
+func plain8(x uint64) bool { return special8(x) == 0 }
 
 // quoted reads the string at w.i (its opening quote) and returns the
 // bounds of its content and whether it holds an escape.
 func (w *walker) quoted() (start, end int, esc bool, err error) {
 	d := w.doc
-	w.i++
-	start = w.i
+	i := w.i + 1
+	start = i
 	for {
-		// Eight plain bytes at a time, then byte by byte.
-		for w.i+8 <= len(d) && plain8(binary.LittleEndian.Uint64(d[w.i:])) {
-			w.i += 8
+		// Eight bytes at a time up to the first special one, then byte
+		// by byte near the end of the document.
+		for {
+			if i+8 > len(d) {
+				for i < len(d) && strByte[d[i]] == 0 {
+					i++
+				}
+				break
+			}
+			if m := special8(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
 		}
-		for w.i < len(d) && strByte[d[w.i]] == 0 {
-			w.i++
-		}
-		if w.i >= len(d) {
+		if i >= len(d) {
+			w.i = i
 			return 0, 0, false, w.fail("unterminated string")
 		}
-		switch d[w.i] {
+		switch d[i] {
 		case '"':
-			end = w.i
-			w.i++
-			return start, end, esc, nil
+			w.i = i + 1
+			return start, i, esc, nil
 		case '\\':
 			esc = true
-			if w.i+1 >= len(d) {
+			if i+1 >= len(d) {
+				w.i = i
 				return 0, 0, false, w.fail("unterminated string")
 			}
-			switch d[w.i+1] {
+			switch d[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				w.i += 2
+				i += 2
 			case 'u':
-				if w.i+6 > len(d) || !isHex(d[w.i+2]) || !isHex(d[w.i+3]) || !isHex(d[w.i+4]) || !isHex(d[w.i+5]) {
+				if i+6 > len(d) || !isHex(d[i+2]) || !isHex(d[i+3]) || !isHex(d[i+4]) || !isHex(d[i+5]) {
+					w.i = i
 					return 0, 0, false, w.fail("invalid \\u escape")
 				}
-				w.i += 6
+				i += 6
 			default:
+				w.i = i
 				return 0, 0, false, w.fail("invalid escape")
 			}
 		default:
+			w.i = i
 			return 0, 0, false, w.fail("control character in string")
 		}
 	}
@@ -376,9 +404,24 @@ func (w *walker) emit(start, end int, esc, key bool, member []byte) error {
 	return w.v.Visit(s)
 }
 
+// appendIndex appends n, an array index, in decimal.
+func appendIndex(dst []byte, n int) []byte {
+	if n < 10 {
+		return append(dst, byte('0'+n))
+	}
+	return strconv.AppendInt(dst, int64(n), 10)
+}
+
 // appendToken appends key as a JSON pointer reference token: '~' as "~0",
 // '/' as "~1".
 func appendToken(dst, key []byte) []byte {
+	plain := true
+	for _, c := range key {
+		plain = plain && c != '~' && c != '/'
+	}
+	if plain {
+		return append(dst, key...)
+	}
 	for _, c := range key {
 		switch c {
 		case '~':
