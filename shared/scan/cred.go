@@ -419,6 +419,13 @@ var secretWords = []string{
 	"token", "credential", "authkey",
 }
 
+// secretKeys and awsSecretKeys are secretWords and awsSecretWords looked
+// for in a member's key.
+var (
+	secretKeys    = newKeyWords(secretWords...)
+	awsSecretKeys = newKeyWords(awsSecretWords...)
+)
+
 // minSecretName is the length of the shortest of secretWords and
 // awsSecretWords; secretLast marks their last letters. assignment drops a
 // name shorter, or ending in another letter, at once.
@@ -542,7 +549,7 @@ func secretMember(t string, member []byte) hit {
 	// The member's name first: it is short, and rarely a secret's. Every
 	// AWS secret's name holds "secret" (TestAWSSecretWordsHoldSecret): a
 	// member without one of secretWords has neither.
-	if !memberHasMin(member, secretWords, minSecretName) {
+	if !secretKeys.inKey(member) {
 		return noHit
 	}
 	if string(member) == protocolToken {
@@ -555,7 +562,7 @@ func secretMember(t string, member []byte) hit {
 		return noHit
 	}
 	start := strings.Index(t, v)
-	if memberHas(member, awsSecretWords) && len(v) == 40 && run(v, isB64) == 40 && awsSecret(v) {
+	if awsSecretKeys.inKey(member) && len(v) == 40 && run(v, isB64) == 40 && awsSecret(v) {
 		return hit{kind: KindCredential, rule: "aws-secret-access-key", start: start, end: start + len(v)}
 	}
 	if strings.ContainsAny(v, " \t\n") || !randomValue(v) {

@@ -187,6 +187,15 @@ func luhn(d []byte) bool {
 // ssnWords make 9 bare digits an SSN.
 var ssnWords = []string{"ssn", "social security", "socialsecurity", "ss#", "soc sec", "tax id", "taxpayer"}
 
+// ssnKeyWords are ssnWords looked for in a member's key (only those made
+// of letters can be found there); ssnKeys and dobKeys are the words of a
+// key that make 9 digits an SSN and a date a date of birth.
+var (
+	ssnKeyWords = newKeyWords(ssnWords...)
+	ssnKeys     = newKeyWords("ssn", "socialsecurity")
+	dobKeys     = newKeyWords("dob", "birth", "born")
+)
+
 // ssn: a US social security number at t[i]: NNN-NN-NNNN or NNN NN NNNN
 // (one kind of separator), or 9 bare digits after a word such as "ssn" or
 // "social security" (within 32 bytes, or in the member's name); never
@@ -201,7 +210,7 @@ func ssn(t string, i int, member []byte) hit {
 		return hit{kind: KindSSN, rule: "ssn", start: i, end: i + 11}
 	}
 	if runMax(t[i:], isDigit, 10) == 9 && numberEnds(t, i+9) && validSSN(t[i:i+3], t[i+3:i+5], t[i+5:i+9]) &&
-		(contextBefore(t, i, 32, ssnWords) || memberHas(member, []string{"ssn", "socialsecurity"})) {
+		(contextBefore(t, i, 32, ssnWords) || ssnKeys.inKey(member)) {
 		return hit{kind: KindSSN, rule: "ssn-bare", start: i, end: i + 9}
 	}
 	return noHit
@@ -230,7 +239,7 @@ var dobWords = []string{"dob", "d.o.b", "born", "birth", "geb."}
 // bytes, or in the member's name).
 func dob(t string, i int, member []byte) hit {
 	end := date(t, i)
-	if end < 0 || !(contextBefore(t, i, 40, dobWords) || memberHas(member, []string{"dob", "birth", "born"})) {
+	if end < 0 || !(contextBefore(t, i, 40, dobWords) || dobKeys.inKey(member)) {
 		return noHit
 	}
 	return hit{kind: KindDOB, rule: "dob", start: i, end: end}

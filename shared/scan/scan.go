@@ -209,6 +209,7 @@ func (s *Scanner) Scan(doc []byte, dst []Finding) ([]Finding, error) {
 	st := s.pool.Get().(*state)
 	st.dst, st.lib = dst, phoneLibBudget
 	err := st.walk(0, doc)
+	st.levels[0].w.reset(nil, nil)
 	dst = st.dst
 	st.dst = nil
 	s.pool.Put(st)
@@ -222,7 +223,10 @@ func (s *Scanner) ScanString(str string, dst []Finding) []Finding {
 	st := s.pool.Get().(*state)
 	st.dst, st.lib = dst, phoneLibBudget
 	b := unsafe.Slice(unsafe.StringData(str), len(str)) // read only
-	st.levels[0].Visit(&String{Raw: b, Decoded: b, End: len(b)})
+	l := &st.levels[0]
+	l.w.reset(b, l) // no path
+	l.Visit(&String{Raw: b, Decoded: b, End: len(b)})
+	l.w.reset(nil, nil)
 	dst = st.dst
 	st.dst = nil
 	s.pool.Put(st)
@@ -248,6 +252,7 @@ func newState(s *Scanner) *state {
 	st := &state{s: s}
 	for d := range st.levels {
 		st.levels[d] = level{st: st, d: d}
+		st.levels[d].w.lazy = true
 	}
 	return st
 }
@@ -278,9 +283,12 @@ func (l *level) Visit(str *String) error {
 		t := unsafe.String(unsafe.SliceData(str.Decoded), len(str.Decoded)) // read only, during this call
 		st.dst = s.text(t, str.Member, st.dst, &st.lib)
 	}
-	for i := mark; i < len(st.dst); i++ {
-		f := &st.dst[i]
-		f.Path, f.Key, f.Number = string(str.Path), str.Key, str.Number
+	if len(st.dst) > mark {
+		path := string(l.w.pathNow())
+		for i := mark; i < len(st.dst); i++ {
+			f := &st.dst[i]
+			f.Path, f.Key, f.Number = path, str.Key, str.Number
+		}
 	}
 	return nil
 }
@@ -288,10 +296,11 @@ func (l *level) Visit(str *String) error {
 // nest moves the findings from mark on, found in the JSON text held by
 // str, one level out: their Path goes to the front of Nested.
 func (l *level) nest(mark int, str *String) {
+	path := string(l.w.pathNow())
 	for i := mark; i < len(l.st.dst); i++ {
 		f := &l.st.dst[i]
 		f.Nested = append([]string{f.Path}, f.Nested...)
-		f.Path = string(str.Path)
+		f.Path = path
 	}
 }
 

@@ -2,6 +2,7 @@ package scan
 
 import (
 	"math"
+	"math/bits"
 	"strings"
 	"unsafe"
 )
@@ -156,14 +157,23 @@ func (s *Scanner) skip(t string, i int) int {
 				return ws
 			}
 		}
-		for i < len(t) && wordASCII[t[i]] {
-			i++
-		}
+		i = wordEnd(cl, t, i)
 		if s.threat && (i-ws >= 16 || maybeCue(t, ws, i) || i+1 < len(t) && (t[i] == '+' || t[i] == '/')) {
 			return ws
 		}
 	}
 	return i
+}
+
+// wordEnd returns the end of the ASCII word (clWord in cl, a Scanner's
+// classes) that goes on at t[i]: i itself if t[i] is no word byte.
+func wordEnd(cl *[256]uint8, t string, i int) int {
+	// An unsigned index: the loop needs no check of t's bounds.
+	j := uint(i)
+	for j < uint(len(t)) && cl[t[j]]&clWord != 0 {
+		j++
+	}
+	return int(j)
 }
 
 // digitsMay reports whether the run of n digits at t[i] (n up to 21) may
@@ -295,10 +305,7 @@ func (s *Scanner) at(t string, i int, member []byte, lib *int, floor int) (hit, 
 	if h.start >= 0 {
 		return h, h.end
 	}
-	we := i + 1
-	for we < len(t) && wordASCII[t[we]] {
-		we++
-	}
+	we := wordEnd(&s.class, t, i+1)
 	if s.threat && threatGate(t, i, we) {
 		h = s.wordHit(t, i, we, true)
 	}
@@ -377,7 +384,7 @@ func (s *Scanner) number(lit, member []byte, dst []Finding) []Finding {
 			return append(dst, h.finding())
 		}
 	}
-	if s.on[KindSSN] && len(t) == 9 && validSSN(t[0:3], t[3:5], t[5:9]) && memberHas(member, ssnWords) {
+	if s.on[KindSSN] && len(t) == 9 && validSSN(t[0:3], t[3:5], t[5:9]) && ssnKeyWords.inKey(member) {
 		return append(dst, Finding{Kind: KindSSN, Rule: "ssn-bare", Start: 0, End: 9})
 	}
 	return dst
@@ -551,19 +558,30 @@ func contextBefore(t string, i, window int, words []string) bool {
 	return false
 }
 
-// minMemberWord is the length of the shortest word memberHas is asked
-// for ("ssn", "dob"); a folded key shorter holds none.
-const minMemberWord = 3
-
-// memberHas reports whether the member key holds one of words (lower
-// case, letters only), ignoring case and any byte that is not a letter.
-func memberHas(member []byte, words []string) bool {
-	return memberHasMin(member, words, minMemberWord)
+// keyWords are words (lower case) looked for in member keys (inKey),
+// indexed by their first byte.
+type keyWords struct {
+	words []string
+	least int         // the length of the shortest word
+	first [256]uint16 // bit k at [c]: words[k] starts with c
 }
 
-// memberHasMin is memberHas for words none of which is shorter than
-// least: a key whose letters are fewer is dropped before any comparison.
-func memberHasMin(member []byte, words []string, least int) bool {
+func newKeyWords(words ...string) *keyWords {
+	if len(words) > 16 {
+		panic("scan: more than 16 key words")
+	}
+	kw := &keyWords{words: words, least: math.MaxInt}
+	for k, w := range words {
+		kw.least = min(kw.least, len(w))
+		kw.first[w[0]] |= 1 << k
+	}
+	return kw
+}
+
+// inKey reports whether the member key holds one of the words, ignoring
+// case and any byte that is not a letter (so a word with another byte is
+// never found).
+func (kw *keyWords) inKey(member []byte) bool {
 	if len(member) == 0 || len(member) > 64 {
 		return false
 	}
@@ -575,14 +593,13 @@ func memberHasMin(member []byte, words []string, least int) bool {
 			n++
 		}
 	}
-	if n < least {
-		return false
-	}
 	// Read only, during this call: no copy of the folded key.
 	k := unsafe.String(&buf[0], n)
-	for _, w := range words {
-		if strings.Contains(k, w) {
-			return true
+	for p := 0; p+kw.least <= n; p++ {
+		for m := kw.first[k[p]]; m != 0; m &= m - 1 {
+			if strings.HasPrefix(k[p:], kw.words[bits.TrailingZeros16(m)]) {
+				return true
+			}
 		}
 	}
 	return false

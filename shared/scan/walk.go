@@ -96,11 +96,49 @@ type walker struct {
 	buf  []byte // decoded strings
 	str  String
 	v    Visitor
+	// lazy: String.Path is left nil; the walk notes the reference
+	// tokens of the path in steps instead, and pathNow builds it for the
+	// visitor that asks (the Scanner, at a finding).
+	lazy  bool
+	steps []step
+	key   []byte // a decoded key, for pathNow
+}
+
+// step is one reference token of a lazy walk's path: an object member's
+// key, as written in the document, or an array index.
+type step struct {
+	key   []byte // nil for an array element
+	esc   bool   // key holds an escape
+	index int
 }
 
 func (w *walker) reset(doc []byte, v Visitor) {
-	w.doc, w.i, w.path, w.v = doc, 0, w.path[:0], v
+	w.doc, w.i, w.path, w.steps, w.v = doc, 0, w.path[:0], w.steps[:0], v
 	w.str = String{}
+}
+
+// pathNow returns the pointer of the current string: String.Path, or for
+// a lazy walk the path built from its steps. It is valid until the walk
+// goes on.
+func (w *walker) pathNow() []byte {
+	if !w.lazy {
+		return w.str.Path
+	}
+	w.path = w.path[:0]
+	for _, st := range w.steps {
+		w.path = append(w.path, '/')
+		if st.key == nil {
+			w.path = appendIndex(w.path, st.index)
+			continue
+		}
+		key := st.key
+		if st.esc {
+			w.key = AppendUnescaped(w.key[:0], key)
+			key = w.key
+		}
+		w.path = appendToken(w.path, key)
+	}
+	return w.path
 }
 
 func (w *walker) run() error {
@@ -167,7 +205,7 @@ func (w *walker) value(depth int, member []byte) error {
 			return err
 		}
 		s := &w.str
-		s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.path, false, true, start, w.i, member
+		s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.strPath(), false, true, start, w.i, member
 		s.Raw = w.doc[start:w.i]
 		s.Decoded, s.Escaped = s.Raw, false
 		return w.v.Visit(s)
@@ -232,7 +270,7 @@ func (w *walker) object(depth int) error {
 		w.i++
 		return nil
 	}
-	base := len(w.path)
+	base, steps := len(w.path), len(w.steps)
 	for {
 		if w.i >= len(w.doc) || w.doc[w.i] != '"' {
 			return w.fail("expected a member name")
@@ -241,12 +279,16 @@ func (w *walker) object(depth int) error {
 		if err != nil {
 			return err
 		}
-		key := w.doc[start:end]
-		if esc {
-			w.buf = AppendUnescaped(w.buf[:0], key)
-			key = w.buf
+		if w.lazy {
+			w.steps = append(w.steps[:steps], step{key: w.doc[start:end], esc: esc})
+		} else {
+			key := w.doc[start:end]
+			if esc {
+				w.buf = AppendUnescaped(w.buf[:0], key)
+				key = w.buf
+			}
+			w.path = appendToken(append(w.path[:base], '/'), key)
 		}
-		w.path = appendToken(append(w.path[:base], '/'), key)
 		if err := w.emit(start, end, esc, true, nil); err != nil {
 			return err
 		}
@@ -269,7 +311,7 @@ func (w *walker) object(depth int) error {
 			w.space()
 		case '}':
 			w.i++
-			w.path = w.path[:base]
+			w.path, w.steps = w.path[:base], w.steps[:steps]
 			return nil
 		default:
 			return w.fail("expected ',' or '}'")
@@ -284,9 +326,13 @@ func (w *walker) array(depth int, member []byte) error {
 		w.i++
 		return nil
 	}
-	base := len(w.path)
+	base, steps := len(w.path), len(w.steps)
 	for n := 0; ; n++ {
-		w.path = appendIndex(append(w.path[:base], '/'), n)
+		if w.lazy {
+			w.steps = append(w.steps[:steps], step{index: n})
+		} else {
+			w.path = appendIndex(append(w.path[:base], '/'), n)
+		}
 		if err := w.value(depth+1, member); err != nil {
 			return err
 		}
@@ -300,7 +346,7 @@ func (w *walker) array(depth int, member []byte) error {
 			w.space()
 		case ']':
 			w.i++
-			w.path = w.path[:base]
+			w.path, w.steps = w.path[:base], w.steps[:steps]
 			return nil
 		default:
 			return w.fail("expected ',' or ']'")
@@ -393,7 +439,7 @@ func (w *walker) quoted() (start, end int, esc bool, err error) {
 
 func (w *walker) emit(start, end int, esc, key bool, member []byte) error {
 	s := &w.str
-	s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.path, key, false, start, end, member
+	s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.strPath(), key, false, start, end, member
 	s.Raw = w.doc[start:end]
 	s.Decoded = s.Raw
 	s.Escaped = esc
@@ -402,6 +448,14 @@ func (w *walker) emit(start, end int, esc, key bool, member []byte) error {
 		s.Decoded = w.buf
 	}
 	return w.v.Visit(s)
+}
+
+// strPath is String.Path: the path, or nil in a lazy walk.
+func (w *walker) strPath() []byte {
+	if w.lazy {
+		return nil
+	}
+	return w.path
 }
 
 // appendIndex appends n, an array index, in decimal.
