@@ -156,10 +156,14 @@ const (
 // Scanner finds sensitive content. It is immutable after New and safe for
 // concurrent use.
 type Scanner struct {
-	on       [numKinds]bool
-	threat   bool       // some threat kind is on
-	class    [256]uint8 // byte classes for the kinds on (classes)
-	maxDepth int
+	on     [numKinds]bool
+	threat bool        // some threat kind is on
+	class  byteClasses // byte classes for the kinds on (classes)
+	// digitRuns has bit n set when a run of n digits may start a finding
+	// of a kind that is on (digitsMay); phoneRuns, when it may with a
+	// separator after it (a phone number's first group).
+	digitRuns, phoneRuns uint32
+	maxDepth             int
 	// phoneRegions: Options.PhoneRegions' metadata, when phones are on.
 	phoneRegions []*phoneRegion
 	pool         sync.Pool // *state
@@ -189,6 +193,7 @@ func New(o *Options) *Scanner {
 		s.threat = s.threat || s.on[k]
 	}
 	s.class = classes(&s.on, s.threat)
+	s.digitRuns, s.phoneRuns = runLengths(&s.on)
 	if s.on[KindPhone] {
 		regions := DefaultPhoneRegions
 		if o != nil && len(o.PhoneRegions) > 0 {
@@ -251,8 +256,9 @@ type level struct {
 func newState(s *Scanner) *state {
 	st := &state{s: s}
 	for d := range st.levels {
-		st.levels[d] = level{st: st, d: d}
-		st.levels[d].w.lazy = true
+		l := &st.levels[d]
+		*l = level{st: st, d: d}
+		l.w.lazy = true
 	}
 	return st
 }

@@ -64,8 +64,11 @@ const (
 	clThreat             // trThreat, a threat kind on
 )
 
+// byteClasses are the classes of the 256 byte values.
+type byteClasses [256]uint8
+
 // classes returns the byte classes for the kinds on.
-func classes(on *[numKinds]bool, threat bool) (cl [256]uint8) {
+func classes(on *[numKinds]bool, threat bool) (cl byteClasses) {
 	numeric := on[KindCard] || on[KindSSN] || on[KindDOB] || on[KindPhone]
 	for c := range 256 {
 		tr := trigger[c]
@@ -147,7 +150,7 @@ func (s *Scanner) skip(t string, i int) int {
 			for i < len(t) && i-ws <= 20 && isDigit(t[i]) {
 				i++
 			}
-			if s.digitsMay(t, ws, i-ws) {
+			if n := uint(i - ws); (s.digitRuns&(1<<n) != 0 || s.phoneRuns&(1<<n) != 0 && i < len(t) && isPhoneSep(t[i])) && s.digitsMay(t, ws, int(n)) {
 				return ws
 			}
 		} else if k&(clCred|clIBAN) != 0 && i < len(t) {
@@ -165,15 +168,34 @@ func (s *Scanner) skip(t string, i int) int {
 	return i
 }
 
-// wordEnd returns the end of the ASCII word (clWord in cl, a Scanner's
-// classes) that goes on at t[i]: i itself if t[i] is no word byte.
-func wordEnd(cl *[256]uint8, t string, i int) int {
+// wordEnd returns the end of the ASCII word (clWord in cl) that goes on
+// at t[i]: i itself if t[i] is no word byte.
+func wordEnd(cl *byteClasses, t string, i int) int {
 	// An unsigned index: the loop needs no check of t's bounds.
 	j := uint(i)
 	for j < uint(len(t)) && cl[t[j]]&clWord != 0 {
 		j++
 	}
 	return int(j)
+}
+
+// runLengths returns the Scanner's digitRuns and phoneRuns for the kinds
+// on: the lengths of a run of digits that digitsMay may take.
+func runLengths(on *[numKinds]bool) (digits, phone uint32) {
+	set := func(ok bool, from, to int) {
+		for n := from; ok && n <= to; n++ {
+			digits |= 1 << n
+		}
+	}
+	set(on[KindDOB], 2, 2)
+	set(on[KindSSN], 3, 3)
+	set(on[KindDOB] || on[KindCard], 4, 4)
+	set(on[KindSSN], 9, 9)
+	set(on[KindCard], 12, 19)
+	if on[KindPhone] {
+		phone = 1<<7 - 1<<1 // 1 to 6 digits
+	}
+	return digits, phone
 }
 
 // digitsMay reports whether the run of n digits at t[i] (n up to 21) may

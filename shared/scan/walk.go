@@ -105,11 +105,11 @@ type walker struct {
 }
 
 // step is one reference token of a lazy walk's path: an object member's
-// key, as written in the document, or an array index.
+// key, doc[start:end] as written, or an array index (start -1, end the
+// index). It holds no pointer, so that noting it costs a store.
 type step struct {
-	key   []byte // nil for an array element
-	esc   bool   // key holds an escape
-	index int
+	start, end int
+	esc        bool // the key holds an escape
 }
 
 func (w *walker) reset(doc []byte, v Visitor) {
@@ -127,11 +127,11 @@ func (w *walker) pathNow() []byte {
 	w.path = w.path[:0]
 	for _, st := range w.steps {
 		w.path = append(w.path, '/')
-		if st.key == nil {
-			w.path = appendIndex(w.path, st.index)
+		if st.start < 0 {
+			w.path = appendIndex(w.path, st.end)
 			continue
 		}
-		key := st.key
+		key := w.doc[st.start:st.end]
 		if st.esc {
 			w.key = AppendUnescaped(w.key[:0], key)
 			key = w.key
@@ -271,6 +271,9 @@ func (w *walker) object(depth int) error {
 		return nil
 	}
 	base, steps := len(w.path), len(w.steps)
+	if w.lazy {
+		w.steps = append(w.steps, step{}) // this member's, steps[steps]
+	}
 	for {
 		if w.i >= len(w.doc) || w.doc[w.i] != '"' {
 			return w.fail("expected a member name")
@@ -280,7 +283,7 @@ func (w *walker) object(depth int) error {
 			return err
 		}
 		if w.lazy {
-			w.steps = append(w.steps[:steps], step{key: w.doc[start:end], esc: esc})
+			w.steps[steps] = step{start: start, end: end, esc: esc}
 		} else {
 			key := w.doc[start:end]
 			if esc {
@@ -327,9 +330,12 @@ func (w *walker) array(depth int, member []byte) error {
 		return nil
 	}
 	base, steps := len(w.path), len(w.steps)
+	if w.lazy {
+		w.steps = append(w.steps, step{start: -1}) // this element's, steps[steps]
+	}
 	for n := 0; ; n++ {
 		if w.lazy {
-			w.steps = append(w.steps[:steps], step{index: n})
+			w.steps[steps].end = n
 		} else {
 			w.path = appendIndex(append(w.path[:base], '/'), n)
 		}
