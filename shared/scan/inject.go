@@ -1288,7 +1288,7 @@ func printable(b []byte) bool {
 // makes the whole blob one finding of that threat's kind, rule
 // "encoded-base64" or "encoded-hex".
 func (s *Scanner) blob(t string, ws, we int) hit {
-	if ws > 0 && (isB64(t[ws-1]) || t[ws-1] == '-' || t[ws-1] == '_') {
+	if !blobLead[t[ws]] || ws > 0 && (isB64(t[ws-1]) || t[ws-1] == '-' || t[ws-1] == '_') {
 		return noHit
 	}
 	// Hex: the word itself. Its first byte is tried before the whole
@@ -1353,6 +1353,25 @@ func (s *Scanner) blob(t string, ws, we int) hit {
 		return m
 	})
 }
+
+// blobLead marks the bytes a blob that decodes to text may start with:
+// a hex digit whose value is 0 or 2 to 7 (the high nibble of a tab, a
+// newline or printable ASCII), or a base64 character, of either alphabet,
+// whose value is 2, 3 or 8 to 31 (the high six bits of one).
+var blobLead = func() (t [256]bool) {
+	for c := range 256 {
+		if hi, ok := HexVal(byte(c)); ok && c <= '9' && (hi == 0 || hi >= 2 && hi <= 7) {
+			t[c] = true
+		}
+	}
+	const std = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	for v := range 32 {
+		if v == 2 || v == 3 || v >= 8 {
+			t[std[v]] = true // the two alphabets differ only at 62 and 63
+		}
+	}
+	return t
+}()
 
 // decoded decodes a blob with dec into a pooled buffer and scans it.
 func (s *Scanner) decoded(t string, ws, end int, rule string, dec func(dst []byte) int) hit {

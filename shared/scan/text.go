@@ -94,8 +94,8 @@ func classes(on *[numKinds]bool, threat bool) (cl byteClasses) {
 // skip returns the first position from i on where a detector may match
 // (len(t) if none): the start of a word or a byte outside words whose
 // class (Scanner.class) starts a kind that is on, where the detector's
-// first condition holds, or, with the threat kinds on, a word that passes
-// their gate (threatGate). Each first condition is one the detector
+// first condition holds, or, with the threat kinds on, a word where
+// wordHit may match. Each first condition is one the detector
 // checks itself, so what skip passes over holds no finding. skip calls
 // nothing, so that its loop stays in registers: most of a text is passed
 // over here, and only the positions it returns reach the detectors (at).
@@ -161,7 +161,9 @@ func (s *Scanner) skip(t string, i int) int {
 			}
 		}
 		i = wordEnd(cl, t, i)
-		if s.threat && (i-ws >= 16 || maybeCue(t, ws, i) || i+1 < len(t) && (t[i] == '+' || t[i] == '/')) {
+		// The threat detectors start at a word (wordHit) that is a blob's
+		// start (16 bytes or more) or a cue.
+		if n := i - ws; s.threat && (n >= 16 && blobLead[c] || n < 16 && maybeCue(t, ws, i)) {
 			return ws
 		}
 	}
@@ -604,7 +606,7 @@ func newKeyWords(words ...string) *keyWords {
 // case and any byte that is not a letter (so a word with another byte is
 // never found).
 func (kw *keyWords) inKey(member []byte) bool {
-	if len(member) == 0 || len(member) > 64 {
+	if len(member) < kw.least || len(member) > 64 {
 		return false
 	}
 	var buf [64]byte
