@@ -13,6 +13,9 @@ import "strings"
 // item of a list of big integers (bigNumberList). The longest such run
 // of groups wins, so "4111 1111 1111 1111 2029" is a card and a year.
 func card(t string, i int) hit {
+	if i+4 > len(t) || !iinPrefix(t[i:i+4]) {
+		return noHit // "2026-11-30", "1732000000000": no issuer's
+	}
 	var groups [8][2]int
 	var digits [19]byte
 	ng, nd := 0, 0
@@ -148,6 +151,43 @@ var iins = []iin{
 	{8110, 8171, 4, lens(14, 19)},            // UnionPay
 	{82, 82, 2, 1 << 16},                     // RuPay
 	{9792, 9792, 4, 1 << 16},                 // Troy
+}
+
+// iinStarts has bit p set when a card number may start with the four
+// digits of p: p's first digits are in a range of iins.
+var iinStarts = func() (b [10000/64 + 1]uint64) {
+	for p := range 10000 {
+		for _, r := range iins {
+			v, d := uint32(p), 4
+			for ; d > r.digits; d-- {
+				v /= 10
+			}
+			// A range of more than four digits (Maestro's 493698) is
+			// taken on its first four.
+			lo, hi := r.lo, r.hi
+			for k := r.digits; k > d; k-- {
+				lo, hi = lo/10, hi/10
+			}
+			if v >= lo && v <= hi {
+				b[p/64] |= 1 << (p % 64)
+				break
+			}
+		}
+	}
+	return b
+}()
+
+// iinPrefix reports whether a card number may start with the four digits
+// d (iinStarts).
+func iinPrefix(d string) bool {
+	p := 0
+	for k := range 4 {
+		if !isDigit(d[k]) {
+			return false
+		}
+		p = p*10 + int(d[k]-'0')
+	}
+	return iinStarts[p/64]&(1<<(p%64)) != 0
 }
 
 // issuer reports whether d, the digits of a card number, start in a

@@ -220,11 +220,11 @@ func (s *Scanner) digitsMay(t string, i, n int) bool {
 		return on[KindSSN] && e+8 <= len(t) && (t[e] == '-' || t[e] == ' ')
 	case 4:
 		return on[KindDOB] && e+6 <= len(t) && isDateSep(t[e]) ||
-			on[KindCard] && e+1 < len(t) && (t[e] == ' ' || t[e] == '-' || t[e] == '.') && isDigit(t[e+1])
+			on[KindCard] && e+1 < len(t) && (t[e] == ' ' || t[e] == '-' || t[e] == '.') && isDigit(t[e+1]) && iinPrefix(t[i:e])
 	case 9:
 		return on[KindSSN]
 	}
-	return on[KindCard] && n >= 12 && n <= 19
+	return on[KindCard] && n >= 12 && n <= 19 && iinPrefix(t[i:i+4])
 }
 
 // threatMark reports whether the threat detectors may start at c, a
