@@ -207,24 +207,24 @@ func runLengths(on *[numKinds]bool) (digits, phone uint32) {
 func (s *Scanner) digitsMay(t string, i, n int) bool {
 	on := &s.on
 	e := i + n
-	if !numberStart(t, i) {
-		return false
-	}
-	if on[KindPhone] && n <= 6 && e+2 < len(t) && isPhoneSep(t[e]) && (isDigit(t[e+1]) && n > 1 || t[e+1] == '(') {
-		return true
-	}
+	var may bool
 	switch n {
 	case 2:
-		return on[KindDOB] && e+8 <= len(t) && isDateSep(t[e])
+		may = on[KindDOB] && e+8 <= len(t) && isDateSep(t[e])
 	case 3:
-		return on[KindSSN] && e+8 <= len(t) && (t[e] == '-' || t[e] == ' ')
+		may = on[KindSSN] && e+8 <= len(t) && (t[e] == '-' || t[e] == ' ')
 	case 4:
-		return on[KindDOB] && e+6 <= len(t) && isDateSep(t[e]) ||
+		may = on[KindDOB] && e+6 <= len(t) && isDateSep(t[e]) ||
 			on[KindCard] && e+1 < len(t) && (t[e] == ' ' || t[e] == '-' || t[e] == '.') && isDigit(t[e+1]) && iinPrefix(t[i:e])
 	case 9:
-		return on[KindSSN]
+		may = on[KindSSN]
+	default:
+		may = on[KindCard] && n >= 12 && n <= 19 && iinPrefix(t[i:i+4])
 	}
-	return on[KindCard] && n >= 12 && n <= 19 && iinPrefix(t[i:i+4])
+	if !may && on[KindPhone] && n <= 6 && e+2 < len(t) && isPhoneSep(t[e]) && (isDigit(t[e+1]) && n > 1 || t[e+1] == '(') {
+		may = true
+	}
+	return may && numberStart(t, i)
 }
 
 // threatMark reports whether the threat detectors may start at c, a
@@ -276,7 +276,7 @@ func (s *Scanner) text(t string, member []byte, dst []Finding, lib *int) []Findi
 			}
 		}
 	}
-	if len(dst) == mark && len(member) > 0 && len(t) >= 8 && s.on[KindCredential] {
+	if len(dst) == mark && len(member) >= secretKeys.least && len(t) >= 8 && s.on[KindCredential] {
 		if h := secretMember(t, member); h.start >= 0 {
 			dst = append(dst, h.finding())
 		}

@@ -376,11 +376,11 @@ var strByte = func() (t [256]uint8) {
 // when no lower byte is marked, so the lowest mark is the first such byte.
 func special8(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	zero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
-	// A byte below 0x20 is found by subtracting 0x20 from each byte; a
-	// byte of 0x80 or more stays out of the test (&^ x).
-	below := (x - 0x20*ones) &^ x & highs
-	return below | zero(x^('"'*ones)) | zero(x^('\\'*ones))
+	// A byte below 0x20 is found by subtracting 0x20 from each byte, a
+	// byte equal to c by subtracting 1 from x^c; a byte of 0x80 or more
+	// stays out of the tests (&^).
+	q, b := x^('"'*ones), x^('\\'*ones)
+	return ((x-0x20*ones)&^x | (q-ones)&^q | (b-ones)&^b) & highs
 }
 
 // plain8 reports whether none of the eight bytes of x is '"', '\\' or a
@@ -450,10 +450,15 @@ func (w *walker) emit(start, end int, esc, key bool, member []byte) error {
 	s.Decoded = s.Raw
 	s.Escaped = esc
 	if esc {
-		w.buf = AppendUnescaped(w.buf[:0], s.Raw)
-		s.Decoded = w.buf
+		w.unescape()
 	}
 	return w.v.Visit(s)
+}
+
+// unescape decodes w.str.Raw into w.buf, w.str.Decoded.
+func (w *walker) unescape() {
+	w.buf = AppendUnescaped(w.buf[:0], w.str.Raw)
+	w.str.Decoded = w.buf
 }
 
 // strPath is String.Path: the path, or nil in a lazy walk.
