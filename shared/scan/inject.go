@@ -101,10 +101,14 @@ var cueGate, cueAt = func() (g [cueGateBits / 64]uint64, at [256][]int) {
 // cue: its length is a cue's for its first byte (cueLen), and its
 // cueHash bit is set.
 func maybeCue(t string, ws, we int) bool {
-	if cueLen[t[ws]]&(1<<(we-ws)) == 0 {
-		return false
-	}
-	h := cueHash(t[ws], t[we-1], we-ws)
+	n := uint(we - ws)
+	return cueLen[t[ws]]&(1<<n) != 0 && cueHit(t[ws], t[we-1], n)
+}
+
+// cueHit reports whether the cueHash bit of a word of n bytes from first
+// to last is set in cueGate.
+func cueHit(first, last byte, n uint) bool {
+	h := cueHash(first, last, int(n))
 	return cueGate[h>>6]&(1<<(h&63)) != 0
 }
 

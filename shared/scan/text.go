@@ -163,7 +163,7 @@ func (s *Scanner) skip(t string, i int) int {
 		i = wordEnd(cl, t, i)
 		// The threat detectors start at a word (wordHit) that is a blob's
 		// start (16 bytes or more) or a cue.
-		if n := i - ws; s.threat && (n >= 16 && blobLead[c] || n < 16 && maybeCue(t, ws, i)) {
+		if n := uint(i - ws); s.threat && (n >= 16 && blobLead[c] || n < 16 && cueLen[c]&(1<<n) != 0 && cueHit(c, t[i-1], n)) {
 			return ws
 		}
 	}
