@@ -259,6 +259,7 @@ func newState(s *Scanner) *state {
 		l := &st.levels[d]
 		*l = level{st: st, d: d}
 		l.w.lazy = true
+		l.w.minNumber = minNumberLen
 	}
 	return st
 }

@@ -391,10 +391,14 @@ func (s *Scanner) numeric(t string, i int, member []byte, lib *int) hit {
 	return noHit
 }
 
+// minNumberLen is the length of the shortest JSON number that may hold
+// a finding (a bare SSN); the Scanner's walks do not visit shorter ones.
+const minNumberLen = 9
+
 // number scans a JSON number's literal: a card number, or a bare SSN in a
 // member named like one.
 func (s *Scanner) number(lit, member []byte, dst []Finding) []Finding {
-	if len(lit) < 9 || len(lit) > 19 {
+	if len(lit) < minNumberLen || len(lit) > 19 {
 		return dst
 	}
 	for _, c := range lit {

@@ -102,6 +102,9 @@ type walker struct {
 	lazy  bool
 	steps []step
 	key   []byte // a decoded key, for pathNow
+	// minNumber: numbers whose literal is shorter are not visited (the
+	// Scanner finds nothing in fewer than 9 bytes); 0 visits all.
+	minNumber int
 }
 
 // step is one reference token of a lazy walk's path: an object member's
@@ -204,6 +207,9 @@ func (w *walker) value(depth int, member []byte) error {
 		if err := w.number(); err != nil {
 			return err
 		}
+		if w.i-start < w.minNumber {
+			return nil
+		}
 		s := &w.str
 		s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.strPath(), false, true, start, w.i, member
 		s.Raw = w.doc[start:w.i]
@@ -295,9 +301,11 @@ func (w *walker) object(depth int) error {
 		if err := w.emit(start, end, esc, true, nil); err != nil {
 			return err
 		}
-		w.space()
 		if w.i >= len(w.doc) || w.doc[w.i] != ':' {
-			return w.fail("expected ':'")
+			w.space()
+			if w.i >= len(w.doc) || w.doc[w.i] != ':' {
+				return w.fail("expected ':'")
+			}
 		}
 		w.i++
 		w.space()
