@@ -174,3 +174,27 @@ func TestCardsClean(t *testing.T) {
 		t.Errorf("AWS account id %s: %v", acct, fs)
 	}
 }
+
+// TestIINStarts: iinPrefix, skip's and card's first condition, drops no
+// four digits that issuer takes as the start of a card number of some
+// length (any digits after them: zeros, nines, or Maestro's 493698), and
+// drops a year and a Unix time in milliseconds.
+func TestIINStarts(t *testing.T) {
+	for p := range 10000 {
+		pre := fmt.Sprintf("%04d", p)
+		taken := false
+		for n := 12; n <= 19 && !taken; n++ {
+			for _, tail := range []string{"000000000000000", "999999999999999", "980000000000000"} {
+				taken = taken || issuer([]byte(pre+tail[:n-4]))
+			}
+		}
+		if taken && !iinPrefix(pre) {
+			t.Errorf("%s starts a card number for issuer, iinPrefix drops it", pre)
+		}
+	}
+	for _, d := range []string{"2026", "1999", "1732"} {
+		if iinPrefix(d) {
+			t.Errorf("iinPrefix(%s) = true", d)
+		}
+	}
+}

@@ -148,12 +148,12 @@ var credSecond = func() (t [256][4]uint64) {
 }()
 
 // credential tries the credential rules at t[i], a word start.
-func credential(t string, i int) Finding {
+func credential(t string, i int) hit {
 	if i+1 >= len(t) {
-		return Finding{Start: -1}
+		return noHit
 	}
 	if c := t[i+1]; credSecond[t[i]][c>>6]&(1<<(c&63)) == 0 {
-		return Finding{Start: -1}
+		return noHit
 	}
 	for _, k := range credByFirst[t[i]] {
 		r := &credRules[k]
@@ -161,10 +161,10 @@ func credential(t string, i int) Finding {
 			continue
 		}
 		if from, to := r.match(t[i:]); to > 0 {
-			return Finding{Kind: KindCredential, Rule: r.id, Start: i + from, End: i + to}
+			return hit{kind: KindCredential, rule: r.id, start: i + from, end: i + to}
 		}
 	}
-	return Finding{Start: -1}
+	return noHit
 }
 
 // skKey: an "sk-" key (OpenAI, Anthropic, DeepSeek and others): a body of
@@ -381,17 +381,17 @@ var awsSecretWords = []string{"secretaccesskey", "awssecret", "secretkey"}
 
 // awsSecretAfter finds an AWS secret access key (40 characters of
 // base64) within 64 bytes after an access key id that ends at t[from].
-func awsSecretAfter(t string, from int) Finding {
+func awsSecretAfter(t string, from int) hit {
 	end := min(len(t), from+64)
 	for i := from; i < end; i++ {
 		if !isB64(t[i]) || i > 0 && isB64(t[i-1]) {
 			continue
 		}
 		if n := runMax(t[i:], isB64, 41); n == 40 && awsSecret(t[i:i+40]) && (i+40 == len(t) || !isB64(t[i+40]) && t[i+40] != '=') {
-			return Finding{Kind: KindCredential, Rule: "aws-secret-access-key", Start: i, End: i + 40}
+			return hit{kind: KindCredential, rule: "aws-secret-access-key", start: i, end: i + 40}
 		}
 	}
-	return Finding{Start: -1}
+	return noHit
 }
 
 // awsSecret reports whether v, 40 base64 characters, looks like a
@@ -418,6 +418,13 @@ var secretWords = []string{
 	"password", "passwd", "passphrase", "secret", "apikey", "accesskey", "privatekey",
 	"token", "credential", "authkey",
 }
+
+// secretKeys and awsSecretKeys are secretWords and awsSecretWords looked
+// for in a member's key.
+var (
+	secretKeys    = newKeyWords(secretWords...)
+	awsSecretKeys = newKeyWords(awsSecretWords...)
+)
 
 // minSecretName is the length of the shortest of secretWords and
 // awsSecretWords; secretLast marks their last letters. assignment drops a
@@ -450,7 +457,7 @@ func lastLetters(lists ...[]string) *[256]bool {
 // assignment: at t[i], a '=' or ':' after a secret's name (password=,
 // secret:, "api_key": ...), the value when it is a known credential or
 // looks random (randomValue).
-func assignment(t string, i int) Finding {
+func assignment(t string, i int) hit {
 	// The name: letters, digits, '_', '-', '.' before the sign, perhaps
 	// closed by a quote.
 	j := i
@@ -462,7 +469,7 @@ func assignment(t string, i int) Finding {
 		k--
 	}
 	if k == j || k > 0 && isAlnum(t[k-1]) {
-		return Finding{Start: -1}
+		return noHit
 	}
 	var buf [48]byte
 	n := 0
@@ -474,7 +481,7 @@ func assignment(t string, i int) Finding {
 	}
 	// Most names end in no secret's last letter: one look-up drops them.
 	if n < minSecretName || !secretLast[buf[n-1]] {
-		return Finding{Start: -1}
+		return noHit
 	}
 	name := unsafe.String(&buf[0], n) // read only, during this call
 	aws := false
@@ -486,7 +493,7 @@ func assignment(t string, i int) Finding {
 		sensitive = sensitive || strings.HasSuffix(name, w)
 	}
 	if !sensitive {
-		return Finding{Start: -1}
+		return noHit
 	}
 	// The value: after spaces and a quote, up to a space, a quote or a
 	// separator.
@@ -500,9 +507,9 @@ func assignment(t string, i int) Finding {
 		v++
 	}
 	if v >= len(t) {
-		return Finding{Start: -1}
+		return noHit
 	}
-	if f := credential(t, v); f.Start >= 0 {
+	if f := credential(t, v); f.start >= 0 {
 		return f
 	}
 	e := v
@@ -514,12 +521,12 @@ func assignment(t string, i int) Finding {
 	}
 	val := t[v:e]
 	if aws && len(val) == 40 && run(val, isB64) == 40 && awsSecret(val) {
-		return Finding{Kind: KindCredential, Rule: "aws-secret-access-key", Start: v, End: e}
+		return hit{kind: KindCredential, rule: "aws-secret-access-key", start: v, end: e}
 	}
 	if !randomValue(val) {
-		return Finding{Start: -1}
+		return noHit
 	}
-	return Finding{Kind: KindCredential, Rule: "secret-assignment", Start: v, End: e}
+	return hit{kind: KindCredential, rule: "secret-assignment", start: v, end: e}
 }
 
 // valueByte reports whether c continues an assigned value (in quotes:
@@ -538,30 +545,30 @@ const protocolToken = "progressToken"
 
 // secretMember: the value t of a member named like a secret, when it
 // looks random, is one whole.
-func secretMember(t string, member []byte) Finding {
+func secretMember(t string, member []byte) hit {
 	// The member's name first: it is short, and rarely a secret's. Every
 	// AWS secret's name holds "secret" (TestAWSSecretWordsHoldSecret): a
 	// member without one of secretWords has neither.
-	if !memberHasMin(member, secretWords, minSecretName) {
-		return Finding{Start: -1}
+	if !secretKeys.inKey(member) {
+		return noHit
 	}
 	if string(member) == protocolToken {
 		// MCP's own opaque id, which SDKs mint at random: its name is
 		// not a secret's. Its value is still scanned by every other rule.
-		return Finding{Start: -1}
+		return noHit
 	}
 	v := strings.TrimSpace(t)
 	if len(v) < 8 || len(v) > 256 || strings.IndexByte(v, ' ') >= 0 {
-		return Finding{Start: -1}
+		return noHit
 	}
 	start := strings.Index(t, v)
-	if memberHas(member, awsSecretWords) && len(v) == 40 && run(v, isB64) == 40 && awsSecret(v) {
-		return Finding{Kind: KindCredential, Rule: "aws-secret-access-key", Start: start, End: start + len(v)}
+	if awsSecretKeys.inKey(member) && len(v) == 40 && run(v, isB64) == 40 && awsSecret(v) {
+		return hit{kind: KindCredential, rule: "aws-secret-access-key", start: start, end: start + len(v)}
 	}
 	if strings.ContainsAny(v, " \t\n") || !randomValue(v) {
-		return Finding{Start: -1}
+		return noHit
 	}
-	return Finding{Kind: KindCredential, Rule: "secret-assignment", Start: start, End: start + len(v)}
+	return hit{kind: KindCredential, rule: "secret-assignment", start: start, end: start + len(v)}
 }
 
 // placeholders are values written in place of a secret.

@@ -101,10 +101,14 @@ var cueGate, cueAt = func() (g [cueGateBits / 64]uint64, at [256][]int) {
 // cue: its length is a cue's for its first byte (cueLen), and its
 // cueHash bit is set.
 func maybeCue(t string, ws, we int) bool {
-	if cueLen[t[ws]]&(1<<(we-ws)) == 0 {
-		return false
-	}
-	h := cueHash(t[ws], t[we-1], we-ws)
+	n := uint(we - ws)
+	return cueLen[t[ws]]&(1<<n) != 0 && cueHit(t[ws], t[we-1], n)
+}
+
+// cueHit reports whether the cueHash bit of a word of n bytes from first
+// to last is set in cueGate.
+func cueHit(first, last byte, n uint) bool {
+	h := cueHash(first, last, int(n))
 	return cueGate[h>>6]&(1<<(h&63)) != 0
 }
 
@@ -119,8 +123,8 @@ var cueLen = func() (l [256]uint32) {
 	return l
 }()
 
-// hit is a threat detector's match: the part of a Finding a detector
-// fills, small enough to return by value cheaply through the chain of
+// hit is a detector's match: the part of a Finding a detector fills,
+// small enough to return by value cheaply through the chain of
 // detectors. noHit (start -1) is no match.
 type hit struct {
 	kind       Kind
@@ -129,6 +133,11 @@ type hit struct {
 }
 
 var noHit = hit{start: -1}
+
+// finding is h as a Finding, without its place in the document.
+func (h hit) finding() Finding {
+	return Finding{Kind: h.kind, Rule: h.rule, Start: h.start, End: h.end}
+}
 
 // wordHit runs the threat detectors that start at the ASCII word
 // t[ws:we]: a cue phrase, or (with decode) a base64 or hex blob starting
@@ -1283,7 +1292,7 @@ func printable(b []byte) bool {
 // makes the whole blob one finding of that threat's kind, rule
 // "encoded-base64" or "encoded-hex".
 func (s *Scanner) blob(t string, ws, we int) hit {
-	if ws > 0 && (isB64(t[ws-1]) || t[ws-1] == '-' || t[ws-1] == '_') {
+	if !blobLead[t[ws]] || ws > 0 && (isB64(t[ws-1]) || t[ws-1] == '-' || t[ws-1] == '_') {
 		return noHit
 	}
 	// Hex: the word itself. Its first byte is tried before the whole
@@ -1348,6 +1357,25 @@ func (s *Scanner) blob(t string, ws, we int) hit {
 		return m
 	})
 }
+
+// blobLead marks the bytes a blob that decodes to text may start with:
+// a hex digit whose value is 0 or 2 to 7 (the high nibble of a tab, a
+// newline or printable ASCII), or a base64 character, of either alphabet,
+// whose value is 2, 3 or 8 to 31 (the high six bits of one).
+var blobLead = func() (t [256]bool) {
+	for c := range 256 {
+		if hi, ok := HexVal(byte(c)); ok && c <= '9' && (hi == 0 || hi >= 2 && hi <= 7) {
+			t[c] = true
+		}
+	}
+	const std = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	for v := range 32 {
+		if v == 2 || v == 3 || v >= 8 {
+			t[std[v]] = true // the two alphabets differ only at 62 and 63
+		}
+	}
+	return t
+}()
 
 // decoded decodes a blob with dec into a pooled buffer and scans it.
 func (s *Scanner) decoded(t string, ws, end int, rule string, dec func(dst []byte) int) hit {

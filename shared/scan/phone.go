@@ -258,16 +258,16 @@ func (c *phoneCand) addGroup(n int) {
 // ("+46 (0)8 928 571 38", "+1-903-140-4508x769") for every country, or
 // national ("0489 25 37 29", "(08) 8747 6301", "01.84.17.61.18",
 // "415-555-0134") in one of the scanner's regions.
-func (s *Scanner) phone(t string, i int, lib *int) Finding {
+func (s *Scanner) phone(t string, i int, lib *int) hit {
 	var rc phoneCand
 	if !readPhone(t, i, &rc) {
-		return none
+		return noHit
 	}
 	if rc.plus {
 		if !validInternational(&rc) {
-			return none
+			return noHit
 		}
-		return Finding{Kind: KindPhone, Rule: "phone-e164", Start: i, End: rc.end}
+		return hit{kind: KindPhone, rule: "phone-e164", start: i, end: rc.end}
 	}
 	// The national checks hand the digits to regexp and the library: a
 	// copy on the heap, so that rc, read for every candidate, stays on
@@ -276,13 +276,13 @@ func (s *Scanner) phone(t string, i int, lib *int) Finding {
 	*c = rc
 	r := s.validNational(c, lib)
 	if r == nil {
-		return none
+		return noHit
 	}
 	rule := "phone-national"
 	if r.cc == 1 {
 		rule = "phone-nanp" // the id of North American numbers before issue 32
 	}
-	return Finding{Kind: KindPhone, Rule: rule, Start: i, End: c.end}
+	return hit{kind: KindPhone, rule: rule, start: i, end: c.end}
 }
 
 // isPhoneSep reports whether c may split the groups of a phone number.

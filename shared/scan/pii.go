@@ -2,8 +2,6 @@ package scan
 
 import "strings"
 
-var none = Finding{Start: -1}
-
 // card: a payment card number at t[i]: 12 to 19 digits, in one group or
 // in groups of 3 to 9 (the first of 4; after three groups of 4, the last
 // may have 1 or 2: "6740 8920 3912 9") split by one kind of separator
@@ -14,7 +12,10 @@ var none = Finding{Start: -1}
 // account id in "arn:aws:iam::123456789012:role/x"), nor, unseparated, an
 // item of a list of big integers (bigNumberList). The longest such run
 // of groups wins, so "4111 1111 1111 1111 2029" is a card and a year.
-func card(t string, i int) Finding {
+func card(t string, i int) hit {
+	if i+4 > len(t) || !iinPrefix(t[i:i+4]) {
+		return noHit // "2026-11-30", "1732000000000": no issuer's
+	}
 	var groups [8][2]int
 	var digits [19]byte
 	ng, nd := 0, 0
@@ -38,11 +39,11 @@ func card(t string, i int) Finding {
 	if ng == 0 || i > 0 && t[i-1] == '-' || midGroups(t, i) {
 		// A negative number is no card, nor the tail of a longer run of
 		// groups ("1234 5678 9012 3456": not 5678 9012 3456).
-		return none
+		return noHit
 	}
 	if ng > 1 {
 		if groups[0][1]-groups[0][0] != 4 {
-			return none
+			return noHit
 		}
 	}
 	total := 0
@@ -61,12 +62,12 @@ func card(t string, i int) Finding {
 		}
 	}
 	if best < 0 {
-		return none
+		return noHit
 	}
 	if e := groups[best][1]; e+1 < len(t) && t[e] == ':' && isAlnum(t[e+1]) || best == 0 && bigNumberList(t, i, groups[0][1]) {
-		return none
+		return noHit
 	}
-	return Finding{Kind: KindCard, Rule: "card-luhn", Start: i, End: groups[best][1]}
+	return hit{kind: KindCard, rule: "card-luhn", start: i, end: groups[best][1]}
 }
 
 // midGroups reports whether t[i] follows a group of four digits and a
@@ -152,6 +153,43 @@ var iins = []iin{
 	{9792, 9792, 4, 1 << 16},                 // Troy
 }
 
+// iinStarts has bit p set when a card number may start with the four
+// digits of p: p's first digits are in a range of iins.
+var iinStarts = func() (b [10000/64 + 1]uint64) {
+	for p := range 10000 {
+		for _, r := range iins {
+			v, d := uint32(p), 4
+			for ; d > r.digits; d-- {
+				v /= 10
+			}
+			// A range of more than four digits (Maestro's 493698) is
+			// taken on its first four.
+			lo, hi := r.lo, r.hi
+			for k := r.digits; k > d; k-- {
+				lo, hi = lo/10, hi/10
+			}
+			if v >= lo && v <= hi {
+				b[p/64] |= 1 << (p % 64)
+				break
+			}
+		}
+	}
+	return b
+}()
+
+// iinPrefix reports whether a card number may start with the four digits
+// d (iinStarts).
+func iinPrefix(d string) bool {
+	p := 0
+	for k := range 4 {
+		if !isDigit(d[k]) {
+			return false
+		}
+		p = p*10 + int(d[k]-'0')
+	}
+	return iinStarts[p/64]&(1<<(p%64)) != 0
+}
+
 // issuer reports whether d, the digits of a card number, start in a
 // network's range (iins) and have a length that network issues.
 func issuer(d []byte) bool {
@@ -189,24 +227,33 @@ func luhn(d []byte) bool {
 // ssnWords make 9 bare digits an SSN.
 var ssnWords = []string{"ssn", "social security", "socialsecurity", "ss#", "soc sec", "tax id", "taxpayer"}
 
+// ssnKeyWords are ssnWords looked for in a member's key (only those made
+// of letters can be found there); ssnKeys and dobKeys are the words of a
+// key that make 9 digits an SSN and a date a date of birth.
+var (
+	ssnKeyWords = newKeyWords(ssnWords...)
+	ssnKeys     = newKeyWords("ssn", "socialsecurity")
+	dobKeys     = newKeyWords("dob", "birth", "born")
+)
+
 // ssn: a US social security number at t[i]: NNN-NN-NNNN or NNN NN NNNN
 // (one kind of separator), or 9 bare digits after a word such as "ssn" or
 // "social security" (within 32 bytes, or in the member's name); never
 // area 000, 666 or 900-999, group 00 or serial 0000.
-func ssn(t string, i int, member []byte) Finding {
+func ssn(t string, i int, member []byte) hit {
 	if len(t)-i < 9 {
-		return none
+		return noHit
 	}
 	if i+11 <= len(t) && (t[i+3] == '-' || t[i+3] == ' ') && t[i+6] == t[i+3] &&
 		run(t[i:i+3], isDigit) == 3 && run(t[i+4:i+6], isDigit) == 2 && run(t[i+7:i+11], isDigit) == 4 &&
 		numberEnds(t, i+11) && !spacedRun(t, i, i+11, t[i+3]) && validSSN(t[i:i+3], t[i+4:i+6], t[i+7:i+11]) {
-		return Finding{Kind: KindSSN, Rule: "ssn", Start: i, End: i + 11}
+		return hit{kind: KindSSN, rule: "ssn", start: i, end: i + 11}
 	}
 	if runMax(t[i:], isDigit, 10) == 9 && numberEnds(t, i+9) && validSSN(t[i:i+3], t[i+3:i+5], t[i+5:i+9]) &&
-		(contextBefore(t, i, 32, ssnWords) || memberHas(member, []string{"ssn", "socialsecurity"})) {
-		return Finding{Kind: KindSSN, Rule: "ssn-bare", Start: i, End: i + 9}
+		(contextBefore(t, i, 32, ssnWords) || ssnKeys.inKey(member)) {
+		return hit{kind: KindSSN, rule: "ssn-bare", start: i, end: i + 9}
 	}
-	return none
+	return noHit
 }
 
 // spacedRun reports whether t[start:end], groups of digits split by
@@ -230,13 +277,16 @@ var dobWords = []string{"dob", "d.o.b", "born", "birth", "geb."}
 // MM/DD/YYYY, DD/MM/YYYY, DD.MM.YYYY, MM-DD-YYYY, one kind of separator,
 // a year from 1900 to 2099) after "dob", "born" or "birth" (within 40
 // bytes, or in the member's name).
-func dob(t string, i int, member []byte) Finding {
+func dob(t string, i int, member []byte) hit {
 	end := date(t, i)
-	if end < 0 || !(contextBefore(t, i, 40, dobWords) || memberHas(member, []string{"dob", "birth", "born"})) {
-		return none
+	if end < 0 || !(contextBefore(t, i, 40, dobWords) || dobKeys.inKey(member)) {
+		return noHit
 	}
-	return Finding{Kind: KindDOB, Rule: "dob", Start: i, End: end}
+	return hit{kind: KindDOB, rule: "dob", start: i, end: end}
 }
+
+// isDateSep reports whether c may split a date's parts.
+func isDateSep(c byte) bool { return c == '-' || c == '/' || c == '.' }
 
 // date returns the end of a valid date at t[i], or -1.
 func date(t string, i int) int {
@@ -250,20 +300,19 @@ func date(t string, i int) int {
 		}
 		return v
 	}
-	isSep := func(c byte) bool { return c == '-' || c == '/' || c == '.' }
 	if i+10 > len(t) || !numberEnds(t, i+10) {
 		return -1
 	}
 	okYear := func(y int) bool { return y >= 1900 && y <= 2099 }
 	okMD := func(m, d int) bool { return m >= 1 && m <= 12 && d >= 1 && d <= 31 }
-	if y := num(i, 4); y >= 0 && isSep(t[i+4]) && t[i+7] == t[i+4] {
+	if y := num(i, 4); y >= 0 && isDateSep(t[i+4]) && t[i+7] == t[i+4] {
 		if okYear(y) && okMD(num(i+5, 2), num(i+8, 2)) {
 			return i + 10
 		}
 		return -1
 	}
 	a, b := num(i, 2), num(i+3, 2)
-	if a < 0 || b < 0 || !isSep(t[i+2]) || t[i+5] != t[i+2] || !okYear(num(i+6, 4)) {
+	if a < 0 || b < 0 || !isDateSep(t[i+2]) || t[i+5] != t[i+2] || !okYear(num(i+6, 4)) {
 		return -1
 	}
 	if okMD(a, b) || okMD(b, a) {
@@ -290,13 +339,13 @@ var ibanLen = func() (t [26 * 26]uint8) {
 // account (upper-case letters and digits), of the country's registered
 // length, written in one piece or in groups of four split by single
 // spaces, passing the mod-97 check.
-func iban(t string, i int) Finding {
+func iban(t string, i int) hit {
 	if i+4 > len(t) || !isUpper(t[i+1]) || !isDigit(t[i+2]) || !isDigit(t[i+3]) {
-		return none
+		return noHit
 	}
 	want := int(ibanLen[int(t[i]-'A')*26+int(t[i+1]-'A')])
 	if want == 0 {
-		return none
+		return noHit
 	}
 	var buf [34]byte
 	n, j := 0, i
@@ -310,13 +359,13 @@ func iban(t string, i int) Finding {
 			continue
 		}
 		if c != ' ' || n%4 != 0 || j+1 >= len(t) || !isUpperDigit(t[j+1]) || n > 4 && !spaced {
-			return none
+			return noHit
 		}
 		spaced = true
 		j++
 	}
 	if n != want || j < len(t) && isAlnum(t[j]) {
-		return none
+		return noHit
 	}
 	rem := 0
 	for k := range want {
@@ -328,9 +377,9 @@ func iban(t string, i int) Finding {
 		}
 	}
 	if rem != 1 {
-		return none
+		return noHit
 	}
-	return Finding{Kind: KindIBAN, Rule: "iban", Start: i, End: j}
+	return hit{kind: KindIBAN, rule: "iban", start: i, end: j}
 }
 
 func isLocalByte(c byte) bool {
@@ -349,13 +398,13 @@ var fileTLDs = []string{"png", "jpg", "jpeg", "gif", "svg", "webp", "ico", "js",
 // letters, digits and inner dashes, the last (the TLD) of 2 to 24 letters
 // or "xn--", and not a file extension ("icon@2x.png"). A final dot is
 // not part of it.
-func email(t string, at, floor int) Finding {
+func email(t string, at, floor int) hit {
 	s := at
 	for s > floor && at-s < 65 && isLocalByte(t[s-1]) {
 		s--
 	}
 	if s == at || at-s > 64 || s > 0 && isLocalByte(t[s-1]) || t[s] == '.' || t[at-1] == '.' || s > 0 && t[s-1] == '@' {
-		return none
+		return noHit
 	}
 	e := at + 1
 	for e < len(t) && e-at <= 254 && isDomainByte(t[e]) {
@@ -366,24 +415,24 @@ func email(t string, at, floor int) Finding {
 	}
 	dom := t[at+1 : e]
 	if len(dom) < 4 || len(dom) > 253 || e < len(t) && (t[e] == '@' || t[e] == '_') {
-		return none
+		return noHit
 	}
 	labels := 0
 	last := ""
 	for l := range strings.SplitSeq(dom, ".") {
 		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return none
+			return noHit
 		}
 		labels++
 		last = l
 	}
 	if labels < 2 || len(last) < 2 || len(last) > 24 || !strings.HasPrefix(last, "xn--") && run(last, isLetter) != len(last) {
-		return none
+		return noHit
 	}
 	for _, x := range fileTLDs {
 		if strings.EqualFold(last, x) {
-			return none
+			return noHit
 		}
 	}
-	return Finding{Kind: KindEmail, Rule: "email", Start: s, End: e}
+	return hit{kind: KindEmail, rule: "email", start: s, end: e}
 }

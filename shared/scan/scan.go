@@ -156,9 +156,14 @@ const (
 // Scanner finds sensitive content. It is immutable after New and safe for
 // concurrent use.
 type Scanner struct {
-	on       [numKinds]bool
-	threat   bool // some threat kind is on
-	maxDepth int
+	on     [numKinds]bool
+	threat bool        // some threat kind is on
+	class  byteClasses // byte classes for the kinds on (classes)
+	// digitRuns has bit n set when a run of n digits may start a finding
+	// of a kind that is on (digitsMay); phoneRuns, when it may with a
+	// separator after it (a phone number's first group).
+	digitRuns, phoneRuns uint32
+	maxDepth             int
 	// phoneRegions: Options.PhoneRegions' metadata, when phones are on.
 	phoneRegions []*phoneRegion
 	pool         sync.Pool // *state
@@ -187,6 +192,8 @@ func New(o *Options) *Scanner {
 	for k := numPII; k < numKinds; k++ {
 		s.threat = s.threat || s.on[k]
 	}
+	s.class = classes(&s.on, s.threat)
+	s.digitRuns, s.phoneRuns = runLengths(&s.on)
 	if s.on[KindPhone] {
 		regions := DefaultPhoneRegions
 		if o != nil && len(o.PhoneRegions) > 0 {
@@ -207,6 +214,7 @@ func (s *Scanner) Scan(doc []byte, dst []Finding) ([]Finding, error) {
 	st := s.pool.Get().(*state)
 	st.dst, st.lib = dst, phoneLibBudget
 	err := st.walk(0, doc)
+	st.levels[0].w.reset(nil, nil)
 	dst = st.dst
 	st.dst = nil
 	s.pool.Put(st)
@@ -220,7 +228,10 @@ func (s *Scanner) ScanString(str string, dst []Finding) []Finding {
 	st := s.pool.Get().(*state)
 	st.dst, st.lib = dst, phoneLibBudget
 	b := unsafe.Slice(unsafe.StringData(str), len(str)) // read only
-	st.levels[0].Visit(&String{Raw: b, Decoded: b, End: len(b)})
+	l := &st.levels[0]
+	l.w.reset(b, l) // no path
+	l.Visit(&String{Raw: b, Decoded: b, End: len(b)})
+	l.w.reset(nil, nil)
 	dst = st.dst
 	st.dst = nil
 	s.pool.Put(st)
@@ -245,7 +256,10 @@ type level struct {
 func newState(s *Scanner) *state {
 	st := &state{s: s}
 	for d := range st.levels {
-		st.levels[d] = level{st: st, d: d}
+		l := &st.levels[d]
+		*l = level{st: st, d: d}
+		l.w.lazy = true
+		l.w.minNumber = minNumberLen
 	}
 	return st
 }
@@ -276,9 +290,12 @@ func (l *level) Visit(str *String) error {
 		t := unsafe.String(unsafe.SliceData(str.Decoded), len(str.Decoded)) // read only, during this call
 		st.dst = s.text(t, str.Member, st.dst, &st.lib)
 	}
-	for i := mark; i < len(st.dst); i++ {
-		f := &st.dst[i]
-		f.Path, f.Key, f.Number = string(str.Path), str.Key, str.Number
+	if len(st.dst) > mark {
+		path := string(l.w.pathNow())
+		for i := mark; i < len(st.dst); i++ {
+			f := &st.dst[i]
+			f.Path, f.Key, f.Number = path, str.Key, str.Number
+		}
 	}
 	return nil
 }
@@ -286,10 +303,11 @@ func (l *level) Visit(str *String) error {
 // nest moves the findings from mark on, found in the JSON text held by
 // str, one level out: their Path goes to the front of Nested.
 func (l *level) nest(mark int, str *String) {
+	path := string(l.w.pathNow())
 	for i := mark; i < len(l.st.dst); i++ {
 		f := &l.st.dst[i]
 		f.Nested = append([]string{f.Path}, f.Nested...)
-		f.Path = string(str.Path)
+		f.Path = path
 	}
 }
 

@@ -161,7 +161,7 @@ func TestScanZeroAlloc(t *testing.T) {
 // which holds only while every name of an AWS secret holds one of them.
 func TestAWSSecretWordsHoldSecret(t *testing.T) {
 	for _, w := range awsSecretWords {
-		if !memberHas([]byte(w), secretWords) {
+		if !secretKeys.inKey([]byte(w)) {
 			t.Errorf("%q holds none of secretWords", w)
 		}
 	}

@@ -2,6 +2,7 @@ package scan
 
 import (
 	"math"
+	"math/bits"
 	"strings"
 	"unsafe"
 )
@@ -50,113 +51,289 @@ var trigger = func() (t [256]uint16) {
 	return t
 }()
 
+// Byte classes of a Scanner (Scanner.class): what a byte may start with
+// the kinds that are on.
+const (
+	clWord   = 1 << iota // an ASCII word byte (wordASCII)
+	clDigit              // a digit, with a kind that starts with one on (card, SSN, date of birth, phone)
+	clCred               // the first byte of a credential prefix, credentials on
+	clIBAN               // an upper-case letter, IBANs on
+	clAt                 // '@', emails on
+	clPhone              // '+' or '(', phones on
+	clAssign             // '=' or ':', credentials on
+	clThreat             // trThreat, a threat kind on
+)
+
+// byteClasses are the classes of the 256 byte values.
+type byteClasses [256]uint8
+
+// classes returns the byte classes for the kinds on.
+func classes(on *[numKinds]bool, threat bool) (cl byteClasses) {
+	numeric := on[KindCard] || on[KindSSN] || on[KindDOB] || on[KindPhone]
+	for c := range 256 {
+		tr := trigger[c]
+		if wordASCII[c] {
+			cl[c] |= clWord
+		}
+		set := func(class uint8, ok bool) {
+			if ok {
+				cl[c] |= class
+			}
+		}
+		set(clDigit, tr&trDigit != 0 && numeric)
+		set(clCred, tr&(trCred|trDash) != 0 && on[KindCredential])
+		set(clIBAN, tr&trUpper != 0 && on[KindIBAN])
+		set(clAt, tr&trAt != 0 && on[KindEmail])
+		set(clPhone, tr&(trPlus|trParen) != 0 && on[KindPhone])
+		set(clAssign, tr&trAssign != 0 && on[KindCredential])
+		set(clThreat, tr&trThreat != 0 && threat)
+	}
+	return cl
+}
+
+// skip returns the first position from i on where a detector may match
+// (len(t) if none): the start of a word or a byte outside words whose
+// class (Scanner.class) starts a kind that is on, where the detector's
+// first condition holds, or, with the threat kinds on, a word where
+// wordHit may match. Each first condition is one the detector
+// checks itself, so what skip passes over holds no finding. skip calls
+// nothing, so that its loop stays in registers: most of a text is passed
+// over here, and only the positions it returns reach the detectors (at).
+func (s *Scanner) skip(t string, i int) int {
+	cl := &s.class
+	for i < len(t) {
+		c := t[i]
+		k := cl[c]
+		if k&clWord == 0 {
+			if k != 0 && i+1 < len(t) {
+				c1 := t[i+1]
+				switch {
+				case k&clAt != 0:
+					// email: a local part before, a domain after.
+					if i > 0 && isLocalByte(t[i-1]) && isDomainByte(c1) {
+						return i
+					}
+				case k&clPhone != 0:
+					// phone: "+" and a digit but 0, "(" and a digit.
+					if (i == 0 || !isAlnum(t[i-1])) && (c == '+' && c1 >= '1' && c1 <= '9' || c == '(' && isDigit(c1)) {
+						return i
+					}
+				case k&clAssign != 0:
+					// assignment: a name before, perhaps quoted, whose
+					// last letter ends one of secretWords.
+					j := i
+					if j > 0 && (t[j-1] == '"' || t[j-1] == '\'') {
+						j--
+					}
+					if j > 0 {
+						if b := t[j-1]; isLetter(b) && secretLast[b|0x20] || isDigit(b) || b == '_' || b == '-' || b == '.' {
+							return i
+						}
+					}
+				case k&clCred != 0:
+					// "-----BEGIN ": a prefix's second byte.
+					if credSecond[c][c1>>6]&(1<<(c1&63)) != 0 && startsWord(t, i) {
+						return i
+					}
+				default: // clThreat
+					if threatMark(c, c1) {
+						return i
+					}
+				}
+			}
+			i++
+			continue
+		}
+		ws := i
+		i++
+		if k&clDigit != 0 {
+			for i < len(t) && i-ws <= 20 && isDigit(t[i]) {
+				i++
+			}
+			if n := uint(i - ws); (s.digitRuns&(1<<n) != 0 || s.phoneRuns&(1<<n) != 0 && i < len(t) && isPhoneSep(t[i])) && s.digitsMay(t, ws, int(n)) {
+				return ws
+			}
+		} else if k&(clCred|clIBAN) != 0 && i < len(t) {
+			c1 := t[i]
+			if (k&clCred != 0 && credSecond[c][c1>>6]&(1<<(c1&63)) != 0 ||
+				k&clIBAN != 0 && isUpper(c1) && i+2 < len(t) && isDigit(t[i+1]) && isDigit(t[i+2])) && startsWord(t, ws) {
+				return ws
+			}
+		}
+		i = wordEnd(cl, t, i)
+		// The threat detectors start at a word (wordHit) that is a blob's
+		// start (16 bytes or more) or a cue.
+		if n := uint(i - ws); s.threat && (n >= 16 && blobLead[c] || n < 16 && cueLen[c]&(1<<n) != 0 && cueHit(c, t[i-1], n)) {
+			return ws
+		}
+	}
+	return i
+}
+
+// wordEnd returns the end of the ASCII word (clWord in cl) that goes on
+// at t[i]: i itself if t[i] is no word byte.
+func wordEnd(cl *byteClasses, t string, i int) int {
+	// An unsigned index: the loop needs no check of t's bounds.
+	j := uint(i)
+	for j < uint(len(t)) && cl[t[j]]&clWord != 0 {
+		j++
+	}
+	return int(j)
+}
+
+// runLengths returns the Scanner's digitRuns and phoneRuns for the kinds
+// on: the lengths of a run of digits that digitsMay may take.
+func runLengths(on *[numKinds]bool) (digits, phone uint32) {
+	set := func(ok bool, from, to int) {
+		for n := from; ok && n <= to; n++ {
+			digits |= 1 << n
+		}
+	}
+	set(on[KindDOB], 2, 2)
+	set(on[KindSSN], 3, 3)
+	set(on[KindDOB] || on[KindCard], 4, 4)
+	set(on[KindSSN], 9, 9)
+	set(on[KindCard], 12, 19)
+	if on[KindPhone] {
+		phone = 1<<7 - 1<<1 // 1 to 6 digits
+	}
+	return digits, phone
+}
+
+// digitsMay reports whether the run of n digits at t[i] (n up to 21) may
+// start a finding of a kind that is on (numeric): not after a letter or
+// a number's part (numberStart), and of a length that a card, an SSN, a
+// date or a phone number starts with, followed by what it needs.
+func (s *Scanner) digitsMay(t string, i, n int) bool {
+	on := &s.on
+	e := i + n
+	var may bool
+	switch n {
+	case 2:
+		may = on[KindDOB] && e+8 <= len(t) && isDateSep(t[e])
+	case 3:
+		may = on[KindSSN] && e+8 <= len(t) && (t[e] == '-' || t[e] == ' ')
+	case 4:
+		may = on[KindDOB] && e+6 <= len(t) && isDateSep(t[e]) ||
+			on[KindCard] && e+1 < len(t) && (t[e] == ' ' || t[e] == '-' || t[e] == '.') && isDigit(t[e+1]) && iinPrefix(t[i:e])
+	case 9:
+		may = on[KindSSN]
+	default:
+		may = on[KindCard] && n >= 12 && n <= 19 && iinPrefix(t[i:i+4])
+	}
+	if !may && on[KindPhone] && n <= 6 && e+2 < len(t) && isPhoneSep(t[e]) && (isDigit(t[e+1]) && n > 1 || t[e+1] == '(') {
+		may = true
+	}
+	return may && numberStart(t, i)
+}
+
+// threatMark reports whether the threat detectors may start at c, a
+// byte of trThreat, followed by c1 (markHit).
+func threatMark(c, c1 byte) bool {
+	switch c {
+	case '<':
+		return c1 == '|' || c1 == '<' || c1 == '!' || c1 == '/' || isLetter(c1)
+	case '!':
+		return c1 == '['
+	case '~':
+		return c1 == '/'
+	case 0xf3:
+		return c1 == 0xa0
+	case 0xe2:
+		return c1 == 0x80 || c1 == 0x81
+	case 0xef:
+		return c1 == 0xbb
+	}
+	return true // '[': a chat-template token or a markdown link
+}
+
+// threatGate reports whether the threat detectors may start at the word
+// t[ws:we]: its first byte and length are a cue's (maybeCue), or it is
+// long enough to start a blob, or a base64 blob goes on after it.
+func threatGate(t string, ws, we int) bool {
+	return we-ws >= 16 || maybeCue(t, ws, we) || we+1 < len(t) && (t[we] == '+' || t[we] == '/') && b64Next(t, ws, we)
+}
+
 // text appends the findings in t, one decoded string; member is the raw
 // key of the member t is the value of (nil for none); lib counts down the
 // phone candidates the library may still check (phoneLibBudget).
 func (s *Scanner) text(t string, member []byte, dst []Finding, lib *int) []Finding {
 	mark := len(dst)
-	on := &s.on
-	// f is set on every path before it is read; declared once, it is not
-	// cleared at every byte.
-	var f Finding
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		tr := trigger[c]
-		if wordASCII[c] {
-			// A word (ASCII letters, digits, '_'): findings start only at
-			// its first byte, so the rest of it is passed over at once.
-			// Only Start says "none" here: each detector that matches
-			// sets the whole of f.
-			f.Start = -1
-			switch {
-			case tr&trDigit != 0:
-				if numberStart(t, i) {
-					f = s.numeric(t, i, member, lib)
-				}
-			case tr&(trCred|trUpper) != 0 && startsWord(t, i):
-				if tr&trCred != 0 && on[KindCredential] {
-					f = credential(t, i)
-				}
-				if f.Start < 0 && tr&trUpper != 0 && on[KindIBAN] {
-					f = iban(t, i)
-				}
-			}
-			if f.Start < 0 {
-				ws := i
-				for i+1 < len(t) && wordASCII[t[i+1]] {
-					i++
-				}
-				// The threat detectors' gate, inline: a cue's first byte
-				// and length, or a word long enough to start a blob.
-				if n := i + 1 - ws; !s.threat || n < 16 && !maybeCue(t, ws, i+1) && !(i+2 < len(t) && (t[i+1] == '+' || t[i+1] == '/') && b64Next(t, ws, i+1)) {
-					continue
-				}
-				h := s.wordHit(t, ws, i+1, true)
-				if h.start < 0 {
-					continue
-				}
-				f = Finding{Kind: h.kind, Rule: h.rule, Start: h.start, End: h.end}
-			}
-		} else {
-			switch {
-			case tr == 0:
-				continue
-			case tr&trAt != 0:
-				if !on[KindEmail] {
-					continue
-				}
-				f = email(t, i, lastEnd(dst, mark))
-			case tr&trPlus != 0:
-				if !on[KindPhone] || i > 0 && isAlnum(t[i-1]) {
-					continue
-				}
-				f = s.phone(t, i, lib)
-			case tr&trParen != 0:
-				if !on[KindPhone] || i > 0 && isAlnum(t[i-1]) {
-					continue
-				}
-				f = s.phone(t, i, lib)
-			case tr&trAssign != 0:
-				if !on[KindCredential] {
-					continue
-				}
-				f = assignment(t, i)
-			case tr&trDash != 0:
-				if !on[KindCredential] || !startsWord(t, i) {
-					continue
-				}
-				f = credential(t, i)
-			case tr&trThreat != 0:
-				if !s.threat {
-					continue
-				}
-				h := s.markHit(t, i)
-				if h.start < 0 {
-					continue
-				}
-				f = Finding{Kind: h.kind, Rule: h.rule, Start: h.start, End: h.end}
-			}
-		}
-		if f.Start < 0 {
+	for i := s.skip(t, 0); i < len(t); i = s.skip(t, i) {
+		h, next := s.at(t, i, member, lib, lastEnd(dst, mark))
+		if h.start < 0 {
+			i = next
 			continue
 		}
 		// An email's local part starts before its '@' and may reach back
 		// over text already passed; nothing else does.
-		dst = append(dst, f)
-		i = f.End - 1
-		if f.Rule == "aws-access-key-id" && on[KindCredential] {
-			if g := awsSecretAfter(t, f.End); g.Start >= 0 {
-				dst = append(dst, g)
-				i = g.End - 1
+		dst = append(dst, h.finding())
+		i = h.end
+		if h.rule == "aws-access-key-id" {
+			if g := awsSecretAfter(t, h.end); g.start >= 0 {
+				dst = append(dst, g.finding())
+				i = g.end
 			}
 		}
 	}
-	if len(dst) == mark && len(member) > 0 && len(t) >= 8 && on[KindCredential] {
-		if f := secretMember(t, member); f.Start >= 0 {
-			dst = append(dst, f)
+	if len(dst) == mark && len(member) >= secretKeys.least && len(t) >= 8 && s.on[KindCredential] {
+		if h := secretMember(t, member); h.start >= 0 {
+			dst = append(dst, h.finding())
 		}
 	}
 	return dst
+}
+
+// at runs the detectors that may start at t[i], where skip stopped. It
+// returns the finding, or noHit and the position to go on from. floor
+// is where the last finding of t ends (email).
+func (s *Scanner) at(t string, i int, member []byte, lib *int, floor int) (hit, int) {
+	c := t[i]
+	tr := trigger[c]
+	h := noHit
+	if !wordASCII[c] {
+		// A byte of class clMark: its kind is on.
+		switch {
+		case tr&trAt != 0:
+			h = email(t, i, floor)
+		case tr&(trPlus|trParen) != 0:
+			if i == 0 || !isAlnum(t[i-1]) {
+				h = s.phone(t, i, lib)
+			}
+		case tr&trAssign != 0:
+			h = assignment(t, i)
+		case tr&trDash != 0:
+			if startsWord(t, i) {
+				h = credential(t, i)
+			}
+		default: // trThreat
+			h = s.markHit(t, i)
+		}
+		return h, i + 1
+	}
+	// A word (ASCII letters, digits, '_'): findings start only at its
+	// first byte; the rest of it is passed over.
+	switch {
+	case tr&trDigit != 0:
+		if numberStart(t, i) {
+			h = s.numeric(t, i, member, lib)
+		}
+	case tr&(trCred|trUpper) != 0 && startsWord(t, i):
+		if tr&trCred != 0 && s.on[KindCredential] {
+			h = credential(t, i)
+		}
+		if h.start < 0 && tr&trUpper != 0 && s.on[KindIBAN] {
+			h = iban(t, i)
+		}
+	}
+	if h.start >= 0 {
+		return h, h.end
+	}
+	we := wordEnd(&s.class, t, i+1)
+	if s.threat && threatGate(t, i, we) {
+		h = s.wordHit(t, i, we, true)
+	}
+	return h, we
 }
 
 // b64Next reports whether the word t[ws:j] may start a base64 blob that
@@ -184,40 +361,44 @@ func lastEnd(dst []Finding, mark int) int {
 // 2 or 4, a phone number in national format with a group of 2 to 6
 // followed by a separator (or "8 (", Russia's trunk prefix and an area
 // code).
-func (s *Scanner) numeric(t string, i int, member []byte, lib *int) Finding {
+func (s *Scanner) numeric(t string, i int, member []byte, lib *int) hit {
 	n := runMax(t[i:], isDigit, 20)
 	phone := n <= 6 && i+n+2 < len(t) && isPhoneSep(t[i+n]) && (isDigit(t[i+n+1]) && n > 1 || t[i+n+1] == '(') && s.on[KindPhone]
 	if n > 19 || !phone && (n == 1 || n >= 5 && n <= 8 || n >= 10 && n <= 11) {
-		return none
+		return noHit
 	}
 	on := &s.on
 	if on[KindCard] && (n == 4 || n >= 12) {
-		if f := card(t, i); f.Start >= 0 {
+		if f := card(t, i); f.start >= 0 {
 			return f
 		}
 	}
 	if on[KindSSN] && (n == 3 || n == 9) {
-		if f := ssn(t, i, member); f.Start >= 0 {
+		if f := ssn(t, i, member); f.start >= 0 {
 			return f
 		}
 	}
 	if on[KindDOB] && (n == 2 || n == 4) {
-		if f := dob(t, i, member); f.Start >= 0 {
+		if f := dob(t, i, member); f.start >= 0 {
 			return f
 		}
 	}
 	if phone {
-		if f := s.phone(t, i, lib); f.Start >= 0 {
+		if f := s.phone(t, i, lib); f.start >= 0 {
 			return f
 		}
 	}
-	return Finding{Start: -1}
+	return noHit
 }
+
+// minNumberLen is the length of the shortest JSON number that may hold
+// a finding (a bare SSN); the Scanner's walks do not visit shorter ones.
+const minNumberLen = 9
 
 // number scans a JSON number's literal: a card number, or a bare SSN in a
 // member named like one.
 func (s *Scanner) number(lit, member []byte, dst []Finding) []Finding {
-	if len(lit) < 9 || len(lit) > 19 {
+	if len(lit) < minNumberLen || len(lit) > 19 {
 		return dst
 	}
 	for _, c := range lit {
@@ -227,11 +408,11 @@ func (s *Scanner) number(lit, member []byte, dst []Finding) []Finding {
 	}
 	t := unsafe.String(unsafe.SliceData(lit), len(lit)) // read only, during this call
 	if s.on[KindCard] {
-		if f := card(t, 0); f.Start == 0 && f.End == len(t) {
-			return append(dst, f)
+		if h := card(t, 0); h.start == 0 && h.end == len(t) {
+			return append(dst, h.finding())
 		}
 	}
-	if s.on[KindSSN] && len(t) == 9 && validSSN(t[0:3], t[3:5], t[5:9]) && memberHas(member, ssnWords) {
+	if s.on[KindSSN] && len(t) == 9 && validSSN(t[0:3], t[3:5], t[5:9]) && ssnKeyWords.inKey(member) {
 		return append(dst, Finding{Kind: KindSSN, Rule: "ssn-bare", Start: 0, End: 9})
 	}
 	return dst
@@ -405,20 +586,31 @@ func contextBefore(t string, i, window int, words []string) bool {
 	return false
 }
 
-// minMemberWord is the length of the shortest word memberHas is asked
-// for ("ssn", "dob"); a folded key shorter holds none.
-const minMemberWord = 3
-
-// memberHas reports whether the member key holds one of words (lower
-// case, letters only), ignoring case and any byte that is not a letter.
-func memberHas(member []byte, words []string) bool {
-	return memberHasMin(member, words, minMemberWord)
+// keyWords are words (lower case) looked for in member keys (inKey),
+// indexed by their first byte.
+type keyWords struct {
+	words []string
+	least int         // the length of the shortest word
+	first [256]uint16 // bit k at [c]: words[k] starts with c
 }
 
-// memberHasMin is memberHas for words none of which is shorter than
-// least: a key whose letters are fewer is dropped before any comparison.
-func memberHasMin(member []byte, words []string, least int) bool {
-	if len(member) == 0 || len(member) > 64 {
+func newKeyWords(words ...string) *keyWords {
+	if len(words) > 16 {
+		panic("scan: more than 16 key words")
+	}
+	kw := &keyWords{words: words, least: math.MaxInt}
+	for k, w := range words {
+		kw.least = min(kw.least, len(w))
+		kw.first[w[0]] |= 1 << k
+	}
+	return kw
+}
+
+// inKey reports whether the member key holds one of the words, ignoring
+// case and any byte that is not a letter (so a word with another byte is
+// never found).
+func (kw *keyWords) inKey(member []byte) bool {
+	if len(member) < kw.least || len(member) > 64 {
 		return false
 	}
 	var buf [64]byte
@@ -429,14 +621,13 @@ func memberHasMin(member []byte, words []string, least int) bool {
 			n++
 		}
 	}
-	if n < least {
-		return false
-	}
 	// Read only, during this call: no copy of the folded key.
 	k := unsafe.String(&buf[0], n)
-	for _, w := range words {
-		if strings.Contains(k, w) {
-			return true
+	for p := 0; p+kw.least <= n; p++ {
+		for m := kw.first[k[p]]; m != 0; m &= m - 1 {
+			if strings.HasPrefix(k[p:], kw.words[bits.TrailingZeros16(m)]) {
+				return true
+			}
 		}
 	}
 	return false

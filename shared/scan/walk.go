@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"sync"
 	"unicode/utf16"
@@ -95,11 +96,52 @@ type walker struct {
 	buf  []byte // decoded strings
 	str  String
 	v    Visitor
+	// lazy: String.Path is left nil; the walk notes the reference
+	// tokens of the path in steps instead, and pathNow builds it for the
+	// visitor that asks (the Scanner, at a finding).
+	lazy  bool
+	steps []step
+	key   []byte // a decoded key, for pathNow
+	// minNumber: numbers whose literal is shorter are not visited (the
+	// Scanner finds nothing in fewer than 9 bytes); 0 visits all.
+	minNumber int
+}
+
+// step is one reference token of a lazy walk's path: an object member's
+// key, doc[start:end] as written, or an array index (start -1, end the
+// index). It holds no pointer, so that noting it costs a store.
+type step struct {
+	start, end int
+	esc        bool // the key holds an escape
 }
 
 func (w *walker) reset(doc []byte, v Visitor) {
-	w.doc, w.i, w.path, w.v = doc, 0, w.path[:0], v
+	w.doc, w.i, w.path, w.steps, w.v = doc, 0, w.path[:0], w.steps[:0], v
 	w.str = String{}
+}
+
+// pathNow returns the pointer of the current string: String.Path, or for
+// a lazy walk the path built from its steps. It is valid until the walk
+// goes on.
+func (w *walker) pathNow() []byte {
+	if !w.lazy {
+		return w.str.Path
+	}
+	w.path = w.path[:0]
+	for _, st := range w.steps {
+		w.path = append(w.path, '/')
+		if st.start < 0 {
+			w.path = appendIndex(w.path, st.end)
+			continue
+		}
+		key := w.doc[st.start:st.end]
+		if st.esc {
+			w.key = AppendUnescaped(w.key[:0], key)
+			key = w.key
+		}
+		w.path = appendToken(w.path, key)
+	}
+	return w.path
 }
 
 func (w *walker) run() error {
@@ -117,14 +159,20 @@ func (w *walker) run() error {
 func (w *walker) fail(msg string) error { return &SyntaxError{Offset: w.i, msg: msg} }
 
 func (w *walker) space() {
-	for w.i < len(w.doc) {
-		switch w.doc[w.i] {
-		case ' ', '\t', '\n', '\r':
-			w.i++
-		default:
-			return
-		}
+	// Most calls meet no space at all: one comparison decides.
+	if w.i < len(w.doc) && w.doc[w.i] > ' ' {
+		return
 	}
+	i := w.i
+	for i < len(w.doc) {
+		switch w.doc[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+			continue
+		}
+		break
+	}
+	w.i = i
 }
 
 func (w *walker) value(depth int, member []byte) error {
@@ -159,8 +207,11 @@ func (w *walker) value(depth int, member []byte) error {
 		if err := w.number(); err != nil {
 			return err
 		}
+		if w.i-start < w.minNumber {
+			return nil
+		}
 		s := &w.str
-		s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.path, false, true, start, w.i, member
+		s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.strPath(), false, true, start, w.i, member
 		s.Raw = w.doc[start:w.i]
 		s.Decoded, s.Escaped = s.Raw, false
 		return w.v.Visit(s)
@@ -176,41 +227,45 @@ func (w *walker) literal(lit string) error {
 }
 
 func (w *walker) number() error {
-	d := w.doc
-	if w.i < len(d) && d[w.i] == '-' {
-		w.i++
+	d, i := w.doc, w.i
+	if i < len(d) && d[i] == '-' {
+		i++
 	}
 	switch {
-	case w.i < len(d) && d[w.i] == '0':
-		w.i++
-	case w.i < len(d) && d[w.i] >= '1' && d[w.i] <= '9':
-		for w.i < len(d) && isDigit(d[w.i]) {
-			w.i++
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+		for i < len(d) && isDigit(d[i]) {
+			i++
 		}
 	default:
+		w.i = i
 		return w.fail("invalid value")
 	}
-	if w.i < len(d) && d[w.i] == '.' {
-		w.i++
-		if w.i >= len(d) || !isDigit(d[w.i]) {
+	if i < len(d) && d[i] == '.' {
+		i++
+		if i >= len(d) || !isDigit(d[i]) {
+			w.i = i
 			return w.fail("invalid number")
 		}
-		for w.i < len(d) && isDigit(d[w.i]) {
-			w.i++
+		for i < len(d) && isDigit(d[i]) {
+			i++
 		}
 	}
-	if w.i < len(d) && (d[w.i] == 'e' || d[w.i] == 'E') {
-		w.i++
-		if w.i < len(d) && (d[w.i] == '+' || d[w.i] == '-') {
-			w.i++
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
 		}
-		if w.i >= len(d) || !isDigit(d[w.i]) {
+		if i >= len(d) || !isDigit(d[i]) {
+			w.i = i
 			return w.fail("invalid number")
 		}
-		for w.i < len(d) && isDigit(d[w.i]) {
-			w.i++
+		for i < len(d) && isDigit(d[i]) {
+			i++
 		}
 	}
+	w.i = i
 	return nil
 }
 
@@ -221,7 +276,10 @@ func (w *walker) object(depth int) error {
 		w.i++
 		return nil
 	}
-	base := len(w.path)
+	base, steps := len(w.path), len(w.steps)
+	if w.lazy {
+		w.steps = append(w.steps, step{}) // this member's, steps[steps]
+	}
 	for {
 		if w.i >= len(w.doc) || w.doc[w.i] != '"' {
 			return w.fail("expected a member name")
@@ -230,18 +288,24 @@ func (w *walker) object(depth int) error {
 		if err != nil {
 			return err
 		}
-		key := w.doc[start:end]
-		if esc {
-			w.buf = AppendUnescaped(w.buf[:0], key)
-			key = w.buf
+		if w.lazy {
+			w.steps[steps] = step{start: start, end: end, esc: esc}
+		} else {
+			key := w.doc[start:end]
+			if esc {
+				w.buf = AppendUnescaped(w.buf[:0], key)
+				key = w.buf
+			}
+			w.path = appendToken(append(w.path[:base], '/'), key)
 		}
-		w.path = appendToken(append(w.path[:base], '/'), key)
 		if err := w.emit(start, end, esc, true, nil); err != nil {
 			return err
 		}
-		w.space()
 		if w.i >= len(w.doc) || w.doc[w.i] != ':' {
-			return w.fail("expected ':'")
+			w.space()
+			if w.i >= len(w.doc) || w.doc[w.i] != ':' {
+				return w.fail("expected ':'")
+			}
 		}
 		w.i++
 		w.space()
@@ -258,7 +322,7 @@ func (w *walker) object(depth int) error {
 			w.space()
 		case '}':
 			w.i++
-			w.path = w.path[:base]
+			w.path, w.steps = w.path[:base], w.steps[:steps]
 			return nil
 		default:
 			return w.fail("expected ',' or '}'")
@@ -273,9 +337,16 @@ func (w *walker) array(depth int, member []byte) error {
 		w.i++
 		return nil
 	}
-	base := len(w.path)
+	base, steps := len(w.path), len(w.steps)
+	if w.lazy {
+		w.steps = append(w.steps, step{start: -1}) // this element's, steps[steps]
+	}
 	for n := 0; ; n++ {
-		w.path = strconv.AppendInt(append(w.path[:base], '/'), int64(n), 10)
+		if w.lazy {
+			w.steps[steps].end = n
+		} else {
+			w.path = appendIndex(append(w.path[:base], '/'), n)
+		}
 		if err := w.value(depth+1, member); err != nil {
 			return err
 		}
@@ -289,7 +360,7 @@ func (w *walker) array(depth int, member []byte) error {
 			w.space()
 		case ']':
 			w.i++
-			w.path = w.path[:base]
+			w.path, w.steps = w.path[:base], w.steps[:steps]
 			return nil
 		default:
 			return w.fail("expected ',' or ']'")
@@ -307,57 +378,74 @@ var strByte = func() (t [256]uint8) {
 	return t
 }()
 
-// plain8 reports whether none of the eight bytes of x is '"', '\\' or a
-// control character (below 0x20): each is a plain byte of a string's
-// content (strByte 0).
-func plain8(x uint64) bool {
+// special8 marks (with its high bit) each of the eight bytes of x that
+// is '"', '\\' or a control character (below 0x20): the bytes that end a
+// plain run of a string's content (strByte not 0). A byte's mark is exact
+// when no lower byte is marked, so the lowest mark is the first such byte.
+func special8(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	zero := func(v uint64) uint64 { return (v - ones) &^ v & highs }
-	// A byte below 0x20 is found by subtracting 0x20 from each byte; a
-	// byte of 0x80 or more stays out of the test (&^ x).
-	below := (x - 0x20*ones) &^ x & highs
-	return below|zero(x^('"'*ones))|zero(x^('\\'*ones)) == 0
+	// A byte below 0x20 is found by subtracting 0x20 from each byte, a
+	// byte equal to c by subtracting 1 from x^c; a byte of 0x80 or more
+	// stays out of the tests (&^).
+	q, b := x^('"'*ones), x^('\\'*ones)
+	return ((x-0x20*ones)&^x | (q-ones)&^q | (b-ones)&^b) & highs
 }
+
+// plain8 reports whether none of the eight bytes of x is '"', '\\' or a
+// control character (strByte 0).
+func plain8(x uint64) bool { return special8(x) == 0 }
 
 // quoted reads the string at w.i (its opening quote) and returns the
 // bounds of its content and whether it holds an escape.
 func (w *walker) quoted() (start, end int, esc bool, err error) {
 	d := w.doc
-	w.i++
-	start = w.i
+	i := w.i + 1
+	start = i
 	for {
-		// Eight plain bytes at a time, then byte by byte.
-		for w.i+8 <= len(d) && plain8(binary.LittleEndian.Uint64(d[w.i:])) {
-			w.i += 8
+		// Eight bytes at a time up to the first special one, then byte
+		// by byte near the end of the document.
+		for {
+			if i+8 > len(d) {
+				for i < len(d) && strByte[d[i]] == 0 {
+					i++
+				}
+				break
+			}
+			if m := special8(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
 		}
-		for w.i < len(d) && strByte[d[w.i]] == 0 {
-			w.i++
-		}
-		if w.i >= len(d) {
+		if i >= len(d) {
+			w.i = i
 			return 0, 0, false, w.fail("unterminated string")
 		}
-		switch d[w.i] {
+		switch d[i] {
 		case '"':
-			end = w.i
-			w.i++
-			return start, end, esc, nil
+			w.i = i + 1
+			return start, i, esc, nil
 		case '\\':
 			esc = true
-			if w.i+1 >= len(d) {
+			if i+1 >= len(d) {
+				w.i = i
 				return 0, 0, false, w.fail("unterminated string")
 			}
-			switch d[w.i+1] {
+			switch d[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				w.i += 2
+				i += 2
 			case 'u':
-				if w.i+6 > len(d) || !isHex(d[w.i+2]) || !isHex(d[w.i+3]) || !isHex(d[w.i+4]) || !isHex(d[w.i+5]) {
+				if i+6 > len(d) || !isHex(d[i+2]) || !isHex(d[i+3]) || !isHex(d[i+4]) || !isHex(d[i+5]) {
+					w.i = i
 					return 0, 0, false, w.fail("invalid \\u escape")
 				}
-				w.i += 6
+				i += 6
 			default:
+				w.i = i
 				return 0, 0, false, w.fail("invalid escape")
 			}
 		default:
+			w.i = i
 			return 0, 0, false, w.fail("control character in string")
 		}
 	}
@@ -365,20 +453,48 @@ func (w *walker) quoted() (start, end int, esc bool, err error) {
 
 func (w *walker) emit(start, end int, esc, key bool, member []byte) error {
 	s := &w.str
-	s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.path, key, false, start, end, member
+	s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.strPath(), key, false, start, end, member
 	s.Raw = w.doc[start:end]
 	s.Decoded = s.Raw
 	s.Escaped = esc
 	if esc {
-		w.buf = AppendUnescaped(w.buf[:0], s.Raw)
-		s.Decoded = w.buf
+		w.unescape()
 	}
 	return w.v.Visit(s)
+}
+
+// unescape decodes w.str.Raw into w.buf, w.str.Decoded.
+func (w *walker) unescape() {
+	w.buf = AppendUnescaped(w.buf[:0], w.str.Raw)
+	w.str.Decoded = w.buf
+}
+
+// strPath is String.Path: the path, or nil in a lazy walk.
+func (w *walker) strPath() []byte {
+	if w.lazy {
+		return nil
+	}
+	return w.path
+}
+
+// appendIndex appends n, an array index, in decimal.
+func appendIndex(dst []byte, n int) []byte {
+	if n < 10 {
+		return append(dst, byte('0'+n))
+	}
+	return strconv.AppendInt(dst, int64(n), 10)
 }
 
 // appendToken appends key as a JSON pointer reference token: '~' as "~0",
 // '/' as "~1".
 func appendToken(dst, key []byte) []byte {
+	plain := true
+	for _, c := range key {
+		plain = plain && c != '~' && c != '/'
+	}
+	if plain {
+		return append(dst, key...)
+	}
 	for _, c := range key {
 		switch c {
 		case '~':
