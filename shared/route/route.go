@@ -382,6 +382,8 @@ func (c *Catalog) signature(servers []registry.Server, only string, caps upstrea
 			h.Write([]byte{0})
 			h.Write([]byte(cr.Ref))
 		}
+		h.Write([]byte{0})
+		h.Write([]byte(srv.Auth))
 		var settings uint64 // order-independent: map iteration is random
 		for name, ts := range srv.Tools {
 			th := fnv.New64a()
