@@ -17,7 +17,7 @@ const (
 	MaxCacheLifetime = 5 * time.Minute
 	// RefreshMargin: a token that expires within it is refreshed first,
 	// and never cached past its expiry less the margin.
-	RefreshMargin = time.Minute
+	RefreshMargin  = time.Minute
 	cachedOverhead = 128
 )
 

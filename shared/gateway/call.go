@@ -167,8 +167,9 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 	err := g.pipe.Run(ctx, c)
 	g.sessionHeaders(w, ep, c)
 	if err != nil {
-		if ref, ok := g.connectionRefusal(ctx, c, err); ok {
-			err = ref // routing listed a server the caller has no connection to
+		var ref *refusal.Refusal
+		if errors.As(err, &ref) && ref.Word == refusal.ConnectionRequired {
+			err = g.completeConnection(ctx, c, ref) // routing met a server the caller has no connection to
 		}
 		refuse(err, c.RefusedBy.String())
 		return

@@ -113,6 +113,24 @@ func (g *Gateway) connectionRefusal(ctx context.Context, c *pipeline.Call, err e
 	return refusal.Connection(server, link, eid, broken), true
 }
 
+// completeConnection is the CONNECTION_REQUIRED the route stage gave
+// (naming the server it could not list for c's caller) with its link: the
+// caller's token is asked for once more, for the reason (no connection, a
+// broken one, or a store that could not be read).
+func (g *Gateway) completeConnection(ctx context.Context, c *pipeline.Call, ref *refusal.Refusal) error {
+	server, _ := ref.Fields["server"].(string)
+	t, _ := ctx.Value(callerTokensKey{}).(*callerTokens)
+	srv, err := g.serverNamed(ctx, c, server)
+	if err != nil || t == nil {
+		return refusal.Internal(c.CorrelationID)
+	}
+	if _, err = t.Token(ctx, srv); err == nil {
+		err = &connect.NeededError{Server: server} // connected since: a link does no harm
+	}
+	out, _ := g.connectionRefusal(ctx, c, &upstream.TokenError{Server: server, Err: err})
+	return out
+}
+
 // serverNamed is c's server called name (c.Server when it is the one).
 func (g *Gateway) serverNamed(ctx context.Context, c *pipeline.Call, name string) (*registry.Server, error) {
 	if c.Server != nil && c.Server.Name == name {

@@ -11,9 +11,9 @@ package route
 
 import (
 	"context"
-	"errors"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -572,7 +572,9 @@ func (k *Check) resolve(ctx context.Context, c *pipeline.Call) error {
 			}
 			var te *upstream.TokenError
 			if errors.As(errs[0], &te) {
-				return te // the caller must connect first (the gateway asks)
+				// The caller must connect first: a refusal naming the
+				// server, whose link the gateway adds (it makes links).
+				return refusal.Connection(te.Server, "", "", false)
 			}
 			if se != nil {
 				return refusal.Upstream("could not list the tools of " + se.Server)
