@@ -34,9 +34,12 @@ import (
 	"github.com/aegis-gw/aegis/internal/npmcache"
 	"github.com/aegis-gw/aegis/internal/syncbuf"
 	aegisauth "github.com/aegis-gw/aegis/shared/auth"
+	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/config"
 	connections "github.com/aegis-gw/aegis/shared/connect"
 	"github.com/aegis-gw/aegis/shared/credentials"
+	"github.com/aegis-gw/aegis/shared/dynamo"
+	"github.com/aegis-gw/aegis/shared/dynamo/dynamotest"
 	"github.com/aegis-gw/aegis/shared/gateway"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/registry"
@@ -240,7 +243,7 @@ func providerKeys(ctx context.Context, issuer string) (map[string]*rsa.PublicKey
 type connWorld struct {
 	gw, issuer, secret string
 	up                 *protectedUpstream
-	store              *memstore.Store
+	store              backend.Backend
 	keyring            seal.Keyring
 	clock              *shiftClock
 	keys               map[string]string // caller → API key
@@ -264,10 +267,10 @@ func (c *shiftClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func newConnWorld(t *testing.T) *connWorld {
+func newConnWorld(t *testing.T, b backend.Backend) *connWorld {
 	t.Helper()
 	ctx := context.Background()
-	w := &connWorld{store: memstore.New(), clock: &shiftClock{}, keys: map[string]string{}, secret: "docs-client-secret-" + rand.Text()}
+	w := &connWorld{store: b, clock: &shiftClock{}, keys: map[string]string{}, secret: "docs-client-secret-" + rand.Text()}
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -327,6 +330,41 @@ func (w *connWorld) invoke(t *testing.T, tenant, caller, tool string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// mcpCall opens a 2025-11-25 session on /t/acme/mcp as caller with the
+// client capabilities caps and sends a tools/call of tool; it returns the
+// answer (a JSON body, or the data line of an event stream).
+func (w *connWorld) mcpCall(t *testing.T, caller, caps, tool string) string {
+	t.Helper()
+	post := func(session, body string) (http.Header, string) {
+		req, _ := http.NewRequest(http.MethodPost, w.gw+"/t/acme/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+w.keys[caller])
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		out := string(b)
+		if i := strings.Index(out, "data: "); i >= 0 {
+			out = strings.TrimSpace(strings.SplitN(out[i+6:], "\n", 2)[0])
+		}
+		return resp.Header, out
+	}
+	h, b := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":`+caps+`,"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := h.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: %s", b)
+	}
+	_, b = post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"`+tool+`","arguments":{}}}`)
+	return b
 }
 
 // linkOf reads the CONNECTION_REQUIRED answer's link, checking its shape.
@@ -414,7 +452,13 @@ func consent(t *testing.T, b *http.Client, link, who string, stopAt func(string)
 // is refreshed with rotation before it expires, and a refresh that fails
 // marks the connection broken and asks again.
 func TestConnectionsEndToEnd(t *testing.T) {
-	w := newConnWorld(t)
+	t.Run("memstore", func(t *testing.T) { testConnections(t, newConnWorld(t, memstore.New())) })
+	t.Run("dynamodb", func(t *testing.T) {
+		testConnections(t, newConnWorld(t, dynamotest.Start(t).Store(t, dynamo.Options{})))
+	})
+}
+
+func testConnections(t *testing.T, w *connWorld) {
 
 	// Alice, not connected: the link, and nothing sent upstream.
 	link := linkOf(t, w.invoke(t, "acme", "alice", "docs.whoami"))
@@ -423,6 +467,35 @@ func TestConnectionsEndToEnd(t *testing.T) {
 	}
 	if !strings.HasPrefix(link, w.gw+"/t/acme/connect/start?state=") {
 		t.Fatalf("link %q", link)
+	}
+	// On /mcp: a 2025-11-25 client that declared elicitation.url gets a
+	// URL elicitation (-32042); one that did not gets -32065.
+	for _, tc := range []struct {
+		caps string
+		want int
+	}{{`{"elicitation":{"url":{}}}`, -32042}, {`{"elicitation":{}}`, -32065}} {
+		ans := w.mcpCall(t, "alice", tc.caps, "docs.whoami")
+		var a struct {
+			Error struct {
+				Code int `json:"code"`
+				Data struct {
+					Elicitations []struct{ Mode, ElicitationID, URL string } `json:"elicitations"`
+					URL          string                                      `json:"url"`
+					Aegis        struct{ Layer, Code string }                `json:"aegis"`
+				} `json:"data"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(ans), &a); err != nil || a.Error.Code != tc.want || a.Error.Data.Aegis.Code != "CONNECTION_REQUIRED" || a.Error.Data.Aegis.Layer != "gateway" {
+			t.Fatalf("/mcp with capabilities %s: %s; want %d", tc.caps, ans, tc.want)
+		}
+		if tc.want == -32042 {
+			e := a.Error.Data.Elicitations
+			if len(e) != 1 || e[0].Mode != "url" || e[0].ElicitationID == "" || !strings.HasPrefix(e[0].URL, w.gw+"/t/acme/connect/start?state=") {
+				t.Fatalf("elicitations %+v", e)
+			}
+		} else if !strings.HasPrefix(a.Error.Data.URL, w.gw+"/t/acme/connect/start?state=") {
+			t.Fatalf("-32065 on /mcp without its link: %s", ans)
+		}
 	}
 
 	// The redirect URI is the gateway's own, whatever Host the link is
