@@ -1,6 +1,7 @@
 package connect
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -17,10 +18,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aegis-gw/aegis/shared/audit"
+	"github.com/aegis-gw/aegis/shared/correlation"
 	"github.com/aegis-gw/aegis/shared/netguard"
+	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/seal"
 	"github.com/aegis-gw/aegis/shared/store"
+	"github.com/aegis-gw/aegis/shared/telemetry"
 )
 
 // Secrets resolves a client secret reference (shared/credentials).
@@ -47,26 +52,21 @@ type Options struct {
 	Local  bool
 	Now    func() time.Time // nil: time.Now
 	Logger *slog.Logger     // nil: slog.Default()
-	// Observe, when set, is told every event of a connection's life
-	// (connect, refresh, failure, revoke), never a token.
-	Observe func(ctx context.Context, e Event)
+	// Audit, when set, gets a record of every event of a connection's
+	// life (Event*): the connection's id, never a token.
+	Audit audit.Writer
 }
 
-// Event is one thing that happened to a connection, for the audit trail.
-type Event struct {
-	Kind                   string // EventConnect, EventRefresh, EventFailure, EventRevoke
-	Tenant, Caller, Server string
-	ConnectionID           string
-	Detail                 string // why, for a failure; never a token
-}
-
-// The kinds of Event.
+// The methods of a connection's audit records.
 const (
-	EventConnect = "connect"
-	EventRefresh = "refresh"
-	EventFailure = "failure"
-	EventRevoke  = "revoke"
+	EventConnect = "connection.connect" // a person consented; the connection is stored
+	EventRefresh = "connection.refresh" // its tokens were refreshed
+	EventFailure = "connection.failure" // a callback, code exchange or refresh failed (detail: why)
+	EventRevoke  = "connection.revoke"  // an operator or the caller revoked it
 )
+
+// auditTimeout bounds writing one event's record.
+const auditTimeout = 2 * time.Second
 
 // Broker runs connections: it answers a call's need for a token, asks for
 // a grant when there is none, and serves the link and the callback. Safe
@@ -250,9 +250,25 @@ func (b *Broker) Refused(ctx context.Context, tenant, caller, server, connID str
 	b.markBroken(ctx, c, "the server refused the token (HTTP 401)")
 }
 
+// event records kind for c: outcome allowed, or error for a failure
+// (detail says why, and never holds a token).
 func (b *Broker) event(ctx context.Context, kind string, c Connection, detail string) {
-	if b.o.Observe != nil {
-		b.o.Observe(ctx, Event{Kind: kind, Tenant: c.Tenant, Caller: c.Caller, Server: c.Server, ConnectionID: c.ID, Detail: detail})
+	if b.o.Audit == nil {
+		return
+	}
+	rec := audit.Record{
+		Time: b.o.Now().UTC(), Tenant: c.Tenant, Caller: c.Caller, Layer: string(refusal.LayerGateway),
+		CorrelationID: cmp.Or(telemetry.CorrelationID(ctx), correlation.ID("")),
+		Method:        kind, Server: c.Server, Connection: c.ID, Outcome: audit.OutcomeAllowed,
+		PolicyHash: audit.PolicyHashNone, Detail: detail,
+	}
+	if kind == EventFailure {
+		rec.Outcome = audit.OutcomeError
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+	defer cancel()
+	if err := b.o.Audit.Write(wctx, rec.Bounded()); err != nil {
+		b.o.Logger.Error("connection event not audited; record kept in this log line", "record", rec, "err", err)
 	}
 }
 

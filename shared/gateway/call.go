@@ -449,6 +449,9 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, 
 	if c.Server != nil {
 		rec.Server = c.Server.Name
 		rec.Tool = c.UpstreamTool
+		if t, _ := ctx.Value(callerTokensKey{}).(*callerTokens); t != nil {
+			rec.Connection = t.connection(c.Server.Name)
+		}
 	}
 	rec = rec.Bounded()             // metrics, spans and the log line get the cut fields too
 	telemetry.NoteOf(ctx).Call(rec) // the access log's line

@@ -33,6 +33,7 @@ import (
 	"github.com/aegis-gw/aegis/internal/mcptest"
 	"github.com/aegis-gw/aegis/internal/npmcache"
 	"github.com/aegis-gw/aegis/internal/syncbuf"
+	"github.com/aegis-gw/aegis/shared/audit"
 	aegisauth "github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/config"
@@ -298,7 +299,7 @@ func newConnWorld(t *testing.T, b backend.Backend) *connWorld {
 	hc := gateway.NewHTTPClient(true)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	broker, err := connections.New(connections.Options{
-		Store: w.store, Keyring: w.keyring, Registry: w.store, PublicURL: w.gw, HTTP: hc, Local: true, Now: w.clock.Now, Logger: log,
+		Store: w.store, Keyring: w.keyring, Registry: w.store, Audit: w.store, PublicURL: w.gw, HTTP: hc, Local: true, Now: w.clock.Now, Logger: log,
 		Secrets: credentials.New(credentials.Options{Local: true, Getenv: func(k string) string {
 			if k == "DOCS_CLIENT_SECRET" {
 				return w.secret
@@ -634,5 +635,40 @@ func testConnections(t *testing.T, w *connWorld) {
 	c, _ = w.store.Connection(context.Background(), "acme", "alice", "docs")
 	if c.Status != connections.StatusBroken {
 		t.Fatalf("after a failed refresh the connection is %s", c.Status)
+	}
+
+	// The trail: every connect, refresh and failure, and each call's
+	// record naming the connection it used; never a token.
+	recs, _, err := w.store.Query(context.Background(), audit.Query{Tenant: "acme", From: time.Now().Add(-time.Hour), To: time.Now().Add(6 * time.Hour), Limit: 1000})
+	must(t, err)
+	count := map[string]int{}
+	all, _ := json.Marshal(recs)
+	seenTokens, _ := w.up.seen()
+	for _, tk := range seenTokens {
+		if strings.Contains(string(all), tk) {
+			t.Fatal("a token is in the audit trail")
+		}
+	}
+	for _, r := range recs {
+		if err := r.Validate(); err != nil {
+			t.Errorf("record %+v: %v", r, err)
+		}
+		key := r.Method + " " + r.Caller + " " + string(r.Outcome)
+		if r.Connection == first.ID {
+			key += " (alice's connection)"
+		}
+		count[key]++
+	}
+	for _, want := range []string{
+		"connection.connect alice allowed (alice's connection)",
+		"connection.refresh alice allowed (alice's connection)",
+		"connection.failure alice error (alice's connection)",
+		"connection.failure bob error",
+		"tools/call alice allowed (alice's connection)",
+		"tools/call bob refused",
+	} {
+		if count[want] == 0 {
+			t.Errorf("no record %q in %v", want, count)
+		}
 	}
 }

@@ -48,7 +48,7 @@ func Connections(b backend.Backend, kr seal.Keyring, publicURL string, secrets c
 		log.Info("connections are off: no " + EnvPublicURL + "; servers with auth: oauth cannot be called")
 		return nil, nil
 	}
-	return connect.New(connect.Options{Store: b, Keyring: kr, Registry: b, Secrets: secrets, PublicURL: publicURL, HTTP: hc, Local: local, Logger: log})
+	return connect.New(connect.Options{Store: b, Keyring: kr, Registry: b, Secrets: secrets, PublicURL: publicURL, HTTP: hc, Local: local, Logger: log, Audit: b})
 }
 
 // lambdaKeyring is the KMS keyring of EnvConnectionsKMSKey, its client
