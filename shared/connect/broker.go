@@ -497,39 +497,13 @@ func (b *Broker) tokenRequest(ctx context.Context, srv *registry.Server, endpoin
 	if err := netguard.ValidateFetchURL(endpoint, b.o.Local); err != nil {
 		return out, err
 	}
-	secret := ""
-	if ref := srv.OAuth.ClientSecretRef; ref != "" {
-		if b.o.Secrets == nil {
-			return out, errors.New("the client secret cannot be resolved here")
-		}
-		v, err := b.o.Secrets.Resolve(ctx, ref)
-		if err != nil || v == "" {
-			return out, errors.New("the client secret could not be resolved")
-		}
-		secret = v
-	}
-	if secret == "" {
-		form.Set("client_id", srv.OAuth.ClientID)
-	}
-	ctx, cancel := context.WithTimeout(ctx, tokenTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	secret, err := b.clientSecret(ctx, srv)
 	if err != nil {
 		return out, err
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	if secret != "" {
-		req.SetBasicAuth(url.QueryEscape(srv.OAuth.ClientID), url.QueryEscape(secret))
-	}
-	resp, err := b.o.HTTP.Do(req)
+	status, raw, err := b.post(ctx, srv, endpoint, form, secret)
 	if err != nil {
-		return out, errors.New("the token endpoint could not be reached")
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenAnswer+1))
-	if err != nil || len(raw) > maxTokenAnswer {
-		return out, errors.New("the token endpoint's answer could not be read")
+		return out, err
 	}
 	var ans struct {
 		AccessToken  string `json:"access_token"`
@@ -541,8 +515,8 @@ func (b *Broker) tokenRequest(ctx context.Context, srv *registry.Server, endpoin
 	}
 	_ = json.Unmarshal(raw, &ans)
 	clear(raw)
-	if resp.StatusCode != http.StatusOK || ans.AccessToken == "" {
-		return out, fmt.Errorf("the token endpoint answered HTTP %d %s", resp.StatusCode, oauthCode(ans.Error))
+	if status != http.StatusOK || ans.AccessToken == "" {
+		return out, fmt.Errorf("the token endpoint answered HTTP %d %s", status, oauthCode(ans.Error))
 	}
 	if !strings.EqualFold(ans.TokenType, "Bearer") {
 		return out, fmt.Errorf("the token endpoint gave a %q token, not a Bearer token", oauthCode(ans.TokenType))
@@ -550,6 +524,101 @@ func (b *Broker) tokenRequest(ctx context.Context, srv *registry.Server, endpoin
 	out.Access, out.Refresh, out.Type = ans.AccessToken, ans.RefreshToken, "Bearer"
 	out.scope, out.expiresIn = ans.Scope, ans.ExpiresIn
 	return out, nil
+}
+
+// clientSecret resolves srv's client secret ("" for a public client).
+func (b *Broker) clientSecret(ctx context.Context, srv *registry.Server) (string, error) {
+	ref := srv.OAuth.ClientSecretRef
+	if ref == "" {
+		return "", nil
+	}
+	if b.o.Secrets == nil {
+		return "", errors.New("the client secret cannot be resolved here")
+	}
+	v, err := b.o.Secrets.Resolve(ctx, ref)
+	if err != nil || v == "" {
+		return "", errors.New("the client secret could not be resolved")
+	}
+	return v, nil
+}
+
+// post POSTs form to endpoint as srv's client (client_secret_basic with
+// secret, else client_id in the form), within tokenTimeout, and returns
+// the answer's status and at most maxTokenAnswer bytes of its body.
+func (b *Broker) post(ctx context.Context, srv *registry.Server, endpoint string, form url.Values, secret string) (int, []byte, error) {
+	if secret == "" {
+		form.Set("client_id", srv.OAuth.ClientID)
+	}
+	ctx, cancel := context.WithTimeout(ctx, tokenTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	if secret != "" {
+		req.SetBasicAuth(url.QueryEscape(srv.OAuth.ClientID), url.QueryEscape(secret))
+	}
+	resp, err := b.o.HTTP.Do(req)
+	if err != nil {
+		return 0, nil, errors.New("the authorization server could not be reached")
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenAnswer+1))
+	if err != nil || len(raw) > maxTokenAnswer {
+		return 0, nil, errors.New("the authorization server's answer could not be read")
+	}
+	return resp.StatusCode, raw, nil
+}
+
+// Revoke ends the tenant's connection id: its refresh token (else its
+// access token) is revoked at the issuer's revocation endpoint when it
+// has one (RFC 7009), then the connection is deleted and audited
+// (connection.revoke). atProvider says whether the provider accepted the
+// revocation; the connection is deleted either way. store.ErrNotFound
+// when the tenant has no such connection.
+func (b *Broker) Revoke(ctx context.Context, tenant, id string) (c Connection, atProvider bool, err error) {
+	cs, err := b.o.Store.Connections(ctx, tenant)
+	if err != nil {
+		return c, false, err
+	}
+	found := false
+	for _, x := range cs {
+		if x.ID == id {
+			c, found = x, true
+		}
+	}
+	if !found {
+		return c, false, store.ErrNotFound
+	}
+	why := "no revocation endpoint"
+	if tok, err := b.open(ctx, c); err != nil {
+		why = "tokens unreadable"
+	} else if srv, err := b.server(ctx, tenant, c.Server); err == nil && tok.RevocationEndpoint != "" {
+		why = "the provider refused"
+		form := url.Values{"token": {tok.Access}, "token_type_hint": {"access_token"}}
+		if tok.Refresh != "" {
+			form = url.Values{"token": {tok.Refresh}, "token_type_hint": {"refresh_token"}}
+		}
+		if secret, err := b.clientSecret(ctx, srv); err == nil {
+			if err := netguard.ValidateFetchURL(tok.RevocationEndpoint, b.o.Local); err == nil {
+				if st, _, err := b.post(ctx, srv, tok.RevocationEndpoint, form, secret); err == nil && st == http.StatusOK {
+					atProvider = true
+				}
+			}
+		}
+	}
+	if err := b.o.Store.DeleteConnection(ctx, tenant, c.Caller, c.Server); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return c, atProvider, err
+	}
+	b.cache.drop(connKey{tenant, c.Caller, c.Server})
+	detail := "revoked at the provider"
+	if !atProvider {
+		detail = "deleted; not revoked at the provider (" + why + ")"
+	}
+	b.event(ctx, EventRevoke, c, detail)
+	return c, atProvider, nil
 }
 
 // tokenTimeout bounds one token request.

@@ -33,6 +33,7 @@ import (
 	"github.com/aegis-gw/aegis/internal/mcptest"
 	"github.com/aegis-gw/aegis/internal/npmcache"
 	"github.com/aegis-gw/aegis/internal/syncbuf"
+	"github.com/aegis-gw/aegis/shared/admin"
 	"github.com/aegis-gw/aegis/shared/audit"
 	aegisauth "github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/backend"
@@ -248,6 +249,8 @@ type connWorld struct {
 	keyring            seal.Keyring
 	clock              *shiftClock
 	keys               map[string]string // caller → API key
+	admin              string            // the admin API's URL
+	adminKey           string
 }
 
 // shiftClock is the broker's clock: real time, moved forward by tests.
@@ -310,6 +313,12 @@ func newConnWorld(t *testing.T, b backend.Backend) *connWorld {
 	must(t, err)
 	g, err := gateway.New(w.store, &gateway.Options{Settings: s, Logger: log, HTTP: hc, Connections: broker})
 	must(t, err)
+	w.adminKey = admin.NewKey()
+	ah, err := admin.New(w.store, &admin.Options{AdminKey: w.adminKey, LocalMode: true, Logger: log, Connections: g.Connections()})
+	must(t, err)
+	as := httptest.NewServer(ah)
+	t.Cleanup(as.Close)
+	w.admin = as.URL
 	hs := &httptest.Server{Listener: gl, Config: &http.Server{Handler: g, ReadHeaderTimeout: 5 * time.Second}}
 	hs.Start()
 	t.Cleanup(hs.Close)
@@ -331,6 +340,36 @@ func (w *connWorld) invoke(t *testing.T, tenant, caller, tool string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// adminDo calls the admin API and returns the answer's body.
+func (w *connWorld) adminDo(t *testing.T, method, path string) string {
+	t.Helper()
+	req, _ := http.NewRequest(method, w.admin+path, nil)
+	req.Header.Set("Authorization", "Bearer "+w.adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// refreshAt tries refresh at the provider's token endpoint as aegis's
+// client and returns the status.
+func (w *connWorld) refreshAt(t *testing.T, refresh string) int {
+	t.Helper()
+	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "resource": {w.up.URL}}
+	req, _ := http.NewRequest(http.MethodPost, w.issuer+"/token", strings.NewReader(form.Encode()))
+	req.SetBasicAuth("aegis-docs", w.secret)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // mcpCall opens a 2025-11-25 session on /t/acme/mcp as caller with the
@@ -599,6 +638,39 @@ func testConnections(t *testing.T, w *connWorld) {
 	}
 	linkOf(t, w.invoke(t, "acme", "bob", "docs.whoami"))
 
+	// Bob connects in his own browser, and an operator revokes it: at the
+	// provider (his refresh token no longer works there) and here (he is
+	// asked again).
+	link = linkOf(t, w.invoke(t, "acme", "bob", "docs.whoami"))
+	if st, page, _ := consent(t, browser(), link, "bob", nil); st != http.StatusOK || !strings.Contains(page, "Connected to docs") {
+		t.Fatalf("bob's consent ended %d: %.200s", st, page)
+	}
+	if got := w.invoke(t, "acme", "bob", "docs.whoami"); !strings.Contains(got, "subject=bob") {
+		t.Fatalf("bob after consent: %s", got)
+	}
+	bc, err := w.store.Connection(context.Background(), "acme", "bob", "docs")
+	must(t, err)
+	plain, err := seal.Open(context.Background(), w.keyring, bc.Sealed, seal.Bind{"tenant": "acme", "caller": "bob", "server": "docs", "connection": bc.ID})
+	must(t, err)
+	var bobTokens struct {
+		Refresh string `json:"refresh_token"`
+	}
+	must(t, json.Unmarshal(plain, &bobTokens))
+	list := w.adminDo(t, http.MethodGet, "/admin/v1/tenants/acme/connections")
+	if !strings.Contains(list, `"caller":"bob"`) || !strings.Contains(list, `"caller":"alice"`) || strings.Contains(list, "sealed") || strings.Contains(list, bobTokens.Refresh) {
+		t.Fatalf("connections list: %s", list)
+	}
+	if rv := w.adminDo(t, http.MethodPost, "/admin/v1/tenants/acme/connections/"+bc.ID+"/revoke"); !strings.Contains(rv, `"revoked_at_provider":true`) {
+		t.Fatalf("revoke: %s", rv)
+	}
+	if st := w.refreshAt(t, bobTokens.Refresh); st == http.StatusOK {
+		t.Fatal("bob's refresh token still works at the provider after the revocation")
+	}
+	linkOf(t, w.invoke(t, "acme", "bob", "docs.whoami"))
+	if rv := w.adminDo(t, http.MethodPost, "/admin/v1/tenants/other/connections/"+bc.ID+"/revoke"); !strings.Contains(rv, "not_found") {
+		t.Fatalf("revoking another tenant's connection id: %s", rv)
+	}
+
 	// The stored tokens are sealed: no token in the record.
 	c, err := w.store.Connection(context.Background(), "acme", "alice", "docs")
 	must(t, err)
@@ -666,6 +738,7 @@ func testConnections(t *testing.T, w *connWorld) {
 		"connection.failure bob error",
 		"tools/call alice allowed (alice's connection)",
 		"tools/call bob refused",
+		"connection.revoke bob allowed",
 	} {
 		if count[want] == 0 {
 			t.Errorf("no record %q in %v", want, count)

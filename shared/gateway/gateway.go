@@ -228,6 +228,11 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	return g, nil
 }
 
+// Connections returns the broker of callers' connections
+// (Options.Connections; nil when the gateway makes none), for the admin
+// API's revocation.
+func (g *Gateway) Connections() *connect.Broker { return g.o.Connections }
+
 // Catalog returns the tool catalog the gateway routes calls with, for the
 // admin API's kill switch (admin.Options.Catalog): a stop is resolved with
 // the same names a call is.

@@ -215,7 +215,17 @@ func LambdaAdmin(ctx context.Context, getenv func(string) string, principal admi
 	if err != nil {
 		return nil, err
 	}
-	return admin.New(b, &admin.Options{TrustIAM: principal, Logger: tel.Logger, KillSwitchRefresh: s.KillSwitchRefresh})
+	ao := &admin.Options{TrustIAM: principal, Logger: tel.Logger, KillSwitchRefresh: s.KillSwitchRefresh}
+	// Revoking a connection opens its tokens (the KMS key) to revoke them
+	// at the provider: the same two settings as the gateway function's.
+	if kr, pub := lambdaKeyring(getenv, newLazyAWS()), getenv(EnvPublicURL); kr != nil && pub != "" {
+		br, err := Connections(b, kr, pub, Credentials(false), gateway.NewHTTPClient(false), false, tel.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvPublicURL, err)
+		}
+		ao.Connections = br
+	}
+	return admin.New(b, ao)
 }
 
 // EnvAllowLoopback is the test-only escape of the Lambda harness
