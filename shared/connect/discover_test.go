@@ -31,7 +31,6 @@ type authWorld struct {
 	prm             map[string]any
 	asDoc           map[string]any
 	prmPath, asGets atomic.Int32
-	wellKnownOnly   bool
 }
 
 func newAuthWorld(t *testing.T) *authWorld {
