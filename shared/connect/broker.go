@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
@@ -75,6 +76,20 @@ type Broker struct {
 	o     Options
 	disc  *Discoverer
 	cache tokenCache
+	// refreshing holds one lock per connection being refreshed: two
+	// calls of one caller on one instance never send the same refresh
+	// token twice (a provider that rotates them takes a reuse for theft
+	// and revokes the grant). Across instances the versioned write
+	// decides (refresh).
+	mu         sync.Mutex
+	refreshing map[connKey]*refreshLock
+}
+
+// refreshLock is one connection's refresh lock and how many calls hold or
+// wait for it (under Broker.mu).
+type refreshLock struct {
+	sync.Mutex
+	n int
 }
 
 // New returns a Broker; o is copied and defaults filled.
@@ -142,12 +157,55 @@ func (b *Broker) Token(ctx context.Context, tenant, caller string, srv *registry
 		return "", "", err
 	}
 	if !c.Expires.IsZero() && !now.Before(c.Expires.Add(-RefreshMargin)) {
-		if c, tok, err = b.refresh(ctx, c, tok, srv); err != nil {
-			return "", "", err
+		unlock := b.lockRefresh(k)
+		defer unlock()
+		// Another call may have refreshed it while this one waited.
+		if e, ok := b.cache.get(k, now); ok {
+			return e.access, e.connID, nil
+		}
+		if cur, err := b.o.Store.Connection(ctx, tenant, caller, srv.Name); err == nil && cur.Version != c.Version {
+			if cur.Status != StatusActive {
+				return "", "", &NeededError{Server: srv.Name, Broken: true}
+			}
+			c = cur
+			if tok, err = b.open(ctx, c); err != nil {
+				return "", "", err
+			}
+		}
+		if !now.Before(c.Expires.Add(-RefreshMargin)) {
+			if c, tok, err = b.refresh(ctx, c, tok, srv); err != nil {
+				return "", "", err
+			}
 		}
 	}
 	b.cache.put(k, tok.Access, c.ID, c.Expires, now)
 	return tok.Access, c.ID, nil
+}
+
+// lockRefresh takes k's refresh lock; the returned func gives it back.
+// Locks are kept while in use only, so the map holds at most one entry
+// per connection being refreshed at this moment.
+func (b *Broker) lockRefresh(k connKey) (unlock func()) {
+	b.mu.Lock()
+	if b.refreshing == nil {
+		b.refreshing = map[connKey]*refreshLock{}
+	}
+	l := b.refreshing[k]
+	if l == nil {
+		l = &refreshLock{}
+		b.refreshing[k] = l
+	}
+	l.n++
+	b.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		b.mu.Lock()
+		if l.n--; l.n == 0 {
+			delete(b.refreshing, k)
+		}
+		b.mu.Unlock()
+	}
 }
 
 func (b *Broker) open(ctx context.Context, c Connection) (Tokens, error) {
