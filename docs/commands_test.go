@@ -128,6 +128,7 @@ var covered = []coverage{
 	{"oauth.md", "curl -si http://127.0.0.1:8080/t/demo/mcp", "test: TestOAuthWalkthrough (./cmd/aegis) runs the walkthrough step by step, ports aside", ""},
 	{"oauth.md", "curl -s http://127.0.0.1:8080/t/demo/mcp", "test: TestOAuthWalkthrough (./cmd/aegis) runs the walkthrough step by step, ports aside", ""},
 	{"admin.md", "aegis admin ", "synopsis", ""},
+	{"connections.md", "aegis admin connections ", "synopsis", ""},
 	{"policy.md", "aegis admin policy ", "synopsis", ""},
 	{"wrap.md", "aegis wrap [--policy FILE", "synopsis", ""},
 	{"policy.md", "aegis policy test --config examples/policy.yaml", "test: TestPolicyDocExamples (./cmd/aegis) runs each and compares the output with the page", ""},

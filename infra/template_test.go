@@ -196,6 +196,7 @@ func TestRoutes(t *testing.T) {
 		{"GatewayFunction", "POST", "/t/{tenant}/mcp"}, {"GatewayFunction", "GET", "/t/{tenant}/mcp"}, {"GatewayFunction", "DELETE", "/t/{tenant}/mcp"},
 		{"GatewayFunction", "POST", "/t/{tenant}/mcp/{server}"}, {"GatewayFunction", "GET", "/t/{tenant}/mcp/{server}"}, {"GatewayFunction", "DELETE", "/t/{tenant}/mcp/{server}"},
 		{"GatewayFunction", "POST", "/t/{tenant}/v1/invoke"},
+		{"GatewayFunction", "GET", "/t/{tenant}/connect/start"}, {"GatewayFunction", "GET", "/t/{tenant}/connect/callback"},
 		{"GatewayFunction", "GET", "/.well-known/oauth-protected-resource"}, {"GatewayFunction", "GET", "/.well-known/oauth-protected-resource/{proxy+}"},
 		{"AdminFunction", "ANY", "/admin/v1/{proxy+}"},
 	}

@@ -474,6 +474,43 @@ func cmdKeys(sub string, args []string) int {
 	return usageErr("keys: unknown subcommand %q", sub)
 }
 
+func cmdConnections(sub string, args []string) int {
+	c := newCLI("connections " + sub)
+	tenant := c.fs.String("tenant", "", "tenant (required)")
+	if err := c.parse(args); err != nil {
+		return exitOf(err)
+	}
+	if *tenant == "" {
+		return usageErr("connections %s: --tenant is required", sub)
+	}
+	base := "/admin/v1/tenants/" + esc(*tenant) + "/connections"
+	switch sub {
+	case "list":
+		var out admin.ConnectionList
+		raw, err := c.do(http.MethodGet, base, nil, &out)
+		return c.finish(raw, err, func(w io.Writer) {
+			fmt.Fprintln(w, "ID\tCALLER\tSERVER\tSTATUS\tEXPIRES\tUPDATED")
+			for _, x := range out.Connections {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", cell(x.ID), cell(x.Caller), cell(x.Server), cell(x.Status), ts(x.Expires), ts(x.Updated))
+			}
+		})
+	case "revoke":
+		if len(c.args) != 1 {
+			return usageErr("connections revoke: want exactly one connection ID")
+		}
+		var out admin.RevokedConnection
+		raw, err := c.do(http.MethodPost, base+"/"+esc(c.args[0])+"/revoke", nil, &out)
+		return c.finish(raw, err, func(w io.Writer) {
+			at := "revoked at the provider"
+			if !out.RevokedAtProvider {
+				at = "not revoked at the provider (no revocation endpoint, or it refused): revoke the grant there too"
+			}
+			fmt.Fprintf(w, "revoked connection %s of %s to %s (tenant %s); %s\n", cell(out.ID), cell(out.Caller), cell(out.Server), cell(*tenant), at)
+		})
+	}
+	return usageErr("connections: unknown subcommand %q", sub)
+}
+
 // --- audit ---
 
 func cmdAudit(args []string) int {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -10,9 +11,11 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aegis-gw/aegis/shared/admin"
 	"github.com/aegis-gw/aegis/shared/config"
+	"github.com/aegis-gw/aegis/shared/connect"
 	"github.com/aegis-gw/aegis/shared/demo"
 	"github.com/aegis-gw/aegis/shared/gateway"
 	"github.com/aegis-gw/aegis/shared/memstore"
@@ -179,5 +182,32 @@ func TestServeWithoutAdminKey(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("gateway behind the mux = %d", resp.StatusCode)
+	}
+}
+
+// TestAdminConnectionsCLI: `aegis admin connections list` shows a
+// tenant's connections without their tokens; revoke names the one it
+// revoked, and says why it cannot where the gateway makes no connections.
+func TestAdminConnectionsCLI(t *testing.T) {
+	t.Setenv(envAdminKey, admin.NewKey())
+	st := memstore.New()
+	srv := localServer(t, st, gateway.Options{Notifier: notifier(slog.New(slog.DiscardHandler))})
+	u := "--url=" + srv.URL
+	ok := cliOK(t, u)
+	ok("tenants", "create", "acme", "--tier", "growth")
+	now := time.Now().UTC()
+	if err := st.PutConnection(context.Background(), connect.Connection{ID: "conn0001", Tenant: "acme", Caller: "alice@example.com", Server: "docs",
+		Issuer: "https://login.example.com", Status: connect.StatusActive, Sealed: []byte("sealed-token-bytes"), Version: 1, Created: now, Updated: now, Expires: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	out := ok("connections", "list", "--tenant", "acme")
+	if !strings.Contains(out, "conn0001") || !strings.Contains(out, "alice@example.com") || !strings.Contains(out, "active") || strings.Contains(out, "sealed-token") {
+		t.Fatalf("connections list:\n%s", out)
+	}
+	if code, _, errs := runCLI(t, "connections", "revoke", "conn0001", "--tenant", "acme", u); code != 1 || !strings.Contains(errs, "no connections") {
+		t.Fatalf("revoke without a broker: exit %d %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, "connections", "list", u); code != 2 || !strings.Contains(errs, "--tenant") {
+		t.Fatalf("list without --tenant: exit %d %s", code, errs)
 	}
 }

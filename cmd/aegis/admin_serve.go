@@ -65,7 +65,11 @@ func mountAdmin(gw *gateway.Gateway, b backend.Backend, log *slog.Logger, o ops)
 		return mux, "admin API, console and /metrics off: to serve them, stop this (Ctrl-C) and start it again with a key:\n  " +
 			envAdminKey + "=$(" + self + " admin new-key) " + self + " " + strings.Join(os.Args[1:], " "), nil
 	}
-	h, err := admin.New(b, &admin.Options{AdminKey: key, Catalog: gw.Catalog(), Listings: admin.ListingsOf(gw.Catalogs()), LocalMode: true, Logger: log, KillSwitchRefresh: o.killSwitchRefresh})
+	ao := &admin.Options{AdminKey: key, Catalog: gw.Catalog(), Listings: admin.ListingsOf(gw.Catalogs()), LocalMode: true, Logger: log, KillSwitchRefresh: o.killSwitchRefresh}
+	if br := gw.Connections(); br != nil {
+		ao.Connections = br
+	}
+	h, err := admin.New(b, ao)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", envAdminKey, err)
 	}

@@ -69,6 +69,10 @@ func commandTree() *command {
 				{name: "create", summary: "create a key; it is printed once and stored only as a hash", run: leaf(cmdKeys, "create")},
 				{name: "revoke", summary: "revoke a key: its calls get 401 from now on", args: "ID", run: leaf(cmdKeys, "revoke")},
 			}},
+			{name: "connections", summary: "list and revoke callers' connections to servers with auth: oauth", subs: []*command{
+				{name: "list", summary: "list a tenant's connections (never their tokens)", run: leaf(cmdConnections, "list")},
+				{name: "revoke", summary: "revoke a connection at its provider and delete it; its caller is asked to connect again", args: "ID", run: leaf(cmdConnections, "revoke")},
+			}},
 			{name: "audit", summary: "read and export a tenant's audit trail", dflt: "list", subs: []*command{
 				{name: "list", summary: "list a tenant's audit records, oldest first", run: cmdAudit},
 				{name: "export", summary: "write a tenant's records and checkpoints of a time range as JSON lines that `aegis audit verify` checks on their own", run: cmdAuditExport},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -158,7 +159,7 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, storeTimeout t
 	if b, err = openStore(ctx, storeKind, storeTimeout, tel.Tracer, prom); err != nil {
 		return fmt.Errorf("--store %s: %w", storeKind, err)
 	}
-	closeChain, err := chainAudit(&b, log)
+	auditKey, closeChain, err := chainAudit(&b, log)
 	if err != nil {
 		return err
 	}
@@ -201,9 +202,32 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, storeTimeout t
 			log.Info("revoked the demo keys of earlier aegis serve --demo runs on this store", "count", n)
 		}
 	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	listening := false
+	defer func() {
+		if !listening {
+			ln.Close()
+		}
+	}()
+	creds := wiring.Credentials(true)
 	gopts := &gateway.Options{
 		Settings: settings, Tiers: tiers, RegistryCacheTTL: b.cacheTTL, Tracer: tel.Tracer,
-		Logger: log, Notifier: notifier(log), Version: version, Credentials: wiring.Credentials(true),
+		Logger: log, Notifier: notifier(log), Version: version, Credentials: creds,
+		HTTP: gateway.NewHTTPClient(true),
+	}
+	// Connections (docs/connections.md): links to this address unless
+	// AEGIS_PUBLIC_URL says another; tokens sealed with a key derived
+	// from the audit key file.
+	kr, err := wiring.LocalKeyring(auditKey)
+	if err != nil {
+		return err
+	}
+	pub := cmp.Or(os.Getenv(wiring.EnvPublicURL), "http://"+ln.Addr().String())
+	if gopts.Connections, err = wiring.Connections(b.Backend, kr, pub, creds, gopts.HTTP, true, log); err != nil {
+		return fmt.Errorf("%s: %w", wiring.EnvPublicURL, err)
 	}
 	switch {
 	case prom != nil:
@@ -220,10 +244,7 @@ func serve(addr string, demoMode bool, cfgPath, storeKind string, storeTimeout t
 		// upstream sessions; on DynamoDB a TTL deletion cannot call out.
 		b.mem.OnSessionEnd(gw.EndUpstream)
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
+	listening = true
 	o := ops{ready: readiness(b.Backend, reg, log), killSwitchRefresh: settings.KillSwitchRefresh, base: "http://" + ln.Addr().String()}
 	if prom != nil {
 		o.metrics = prom.Handler()

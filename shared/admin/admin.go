@@ -71,6 +71,11 @@ type Options struct {
 	// aegis serve). Stop answers say when it is in force (StopAnswer).
 	KillSwitchRefresh time.Duration
 
+	// Connections revokes callers' connections (the gateway's broker,
+	// shared/connect); nil: revocation answers 409 (the deployment makes
+	// no connections), listing still works.
+	Connections Revoker
+
 	LocalMode bool             // upstream URLs may be http and loopback (aegis serve)
 	Now       func() time.Time // nil = time.Now
 	Logger    *slog.Logger     // nil = slog.Default()
@@ -203,7 +208,9 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /admin/v1/tenants/{tenant}/keys", h.listKeys)
 	m.HandleFunc("POST /admin/v1/tenants/{tenant}/keys", h.createKey)
 	m.HandleFunc("POST /admin/v1/tenants/{tenant}/keys/{id}/revoke", h.revokeKey)
-	h.routePolicy(m) // policy.go
+	m.HandleFunc("GET /admin/v1/tenants/{tenant}/connections", h.listConnections)               // connections.go
+	m.HandleFunc("POST /admin/v1/tenants/{tenant}/connections/{id}/revoke", h.revokeConnection) // connections.go
+	h.routePolicy(m)                                                                            // policy.go
 
 	m.HandleFunc("GET /admin/v1/tenants/{tenant}/stops", h.listStops)
 	m.HandleFunc("POST /admin/v1/tenants/{tenant}/servers/{server}/stop", h.stop(true, stopServer))

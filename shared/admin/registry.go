@@ -18,17 +18,9 @@ import (
 
 var headerPattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
 
-// refPrefixes are the credential reference forms (registry.Credential).
-var refPrefixes = []string{"env:", "file:", "secretsmanager:", "ssm:"}
-
-func validRef(ref string) bool {
-	for _, p := range refPrefixes {
-		if strings.HasPrefix(ref, p) && len(ref) > len(p) {
-			return true
-		}
-	}
-	return false
-}
+// validRef is the config file's rule for a credential reference
+// (registry.ValidateCredentialRef).
+func validRef(ref string) bool { return registry.ValidateCredentialRef(ref) == nil }
 
 // TenantRequest creates a tenant.
 type TenantRequest struct {
@@ -177,10 +169,14 @@ func (h *Handler) putIssuers(w http.ResponseWriter, r *http.Request) {
 
 // ServerRequest registers (or replaces) an upstream server of a tenant.
 type ServerRequest struct {
-	Name       string                           `json:"name"`
-	URL        string                           `json:"url"`
-	Credential *registry.Credential             `json:"credential,omitempty"`
-	Tools      map[string]registry.ToolSettings `json:"tools,omitempty"`
+	Name       string               `json:"name"`
+	URL        string               `json:"url"`
+	Credential *registry.Credential `json:"credential,omitempty"`
+	// Auth "oauth" makes each caller connect with their own grant, with
+	// OAuth the tenant's client there (registry.ValidateServerAuth).
+	Auth  string                           `json:"auth,omitempty"`
+	OAuth *registry.OAuthClient            `json:"oauth,omitempty"`
+	Tools map[string]registry.ToolSettings `json:"tools,omitempty"`
 }
 
 // ServerList is the answer of GET .../servers.
@@ -242,7 +238,7 @@ func (h *Handler) putServer(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	s := registry.Server{Tenant: t.ID, Name: req.Name, URL: req.URL, Credential: req.Credential, Tools: req.Tools, Created: h.o.Now().UTC()}
+	s := registry.Server{Tenant: t.ID, Name: req.Name, URL: req.URL, Credential: req.Credential, Auth: req.Auth, OAuth: req.OAuth, Tools: req.Tools, Created: h.o.Now().UTC()}
 	if err := h.b.PutServer(r.Context(), s); err != nil {
 		h.fail(w, r, err)
 		return
@@ -267,6 +263,13 @@ func (h *Handler) validServer(req ServerRequest) error {
 		if !validRef(c.Ref) {
 			return badField("credential.ref", "want env:NAME, file:/path, secretsmanager:ID or ssm:/name (the value itself is never stored)")
 		}
+	}
+	// One rule with the config file (registry.ValidateServerAuth).
+	var ae *registry.AuthError
+	if err := registry.ValidateServerAuth(req.Auth, req.OAuth, req.Credential); errors.As(err, &ae) {
+		return badField(ae.Field, ae.Reason)
+	} else if err != nil {
+		return badField("auth", err.Error())
 	}
 	for name := range req.Tools {
 		if name == "" || len(name) > 128 {

@@ -79,6 +79,10 @@ type Record struct {
 	PolicyVerdict string `json:"policy_verdict,omitempty"`
 	PolicyRule    string `json:"policy_rule,omitempty"`
 	PolicyAudit   bool   `json:"policy_audit,omitempty"`
+	// Connection is the id of the caller's connection whose token the
+	// call carried to a server with auth: oauth, or that a connection.*
+	// event is about (shared/connect); never a token.
+	Connection string `json:"connection,omitempty"`
 
 	// The chain (shared/auditchain, docs/design/audit.md): the writer
 	// that wrote the record (one process or Lambda execution environment,

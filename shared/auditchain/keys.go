@@ -3,7 +3,9 @@ package auditchain
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -218,3 +220,12 @@ func (s *KMSSigner) Sign(ctx context.Context, msg []byte) ([]byte, error) {
 }
 
 var _ Signer = (*KMSSigner)(nil)
+
+// DeriveKey returns a 32-byte key for purpose, derived from the signer's
+// Ed25519 seed with HKDF-SHA256 (info "aegis " + purpose): another local
+// secret (the connection tokens' key-encryption key, shared/seal) kept in
+// the same key file, with the file's rules, and unrelated to the signing
+// key for anyone without the seed.
+func (s *Ed25519Signer) DeriveKey(purpose string) ([]byte, error) {
+	return hkdf.Key(sha256.New, s.key.Seed(), nil, "aegis "+purpose, 32)
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/approval"
 	"github.com/aegis-gw/aegis/shared/audit"
 	"github.com/aegis-gw/aegis/shared/breaker"
+	"github.com/aegis-gw/aegis/shared/connect"
 	"github.com/aegis-gw/aegis/shared/idempotency"
 	"github.com/aegis-gw/aegis/shared/killswitch"
 	"github.com/aegis-gw/aegis/shared/ratelimit"
@@ -40,6 +41,7 @@ type Backend interface {
 	idempotency.Store     // the Idempotency-Key ledger
 	registry.PinStore     // rug-pull pins of tool definitions
 	tenantview.Reader     // a tenant's record, servers, stops and pins in one read
+	connect.Store         // callers' connections to servers with auth: oauth
 
 	// InProcess reports whether every store lives in this process (the
 	// embedded store): checks then do their store work inline rather than

@@ -95,6 +95,14 @@ func TestBadFilesNameTheField(t *testing.T) {
 	if ts, _, _ := held.Registry(); len(ts) != 1 || !ts[0].HoldsNewTools() {
 		t.Fatalf("new_tools: hold not carried to the registry: %+v", ts)
 	}
+	oauthFile := strings.Replace(base, "credential: {header: Authorization, ref: env:TOKEN}", "auth: oauth\n        oauth: {client_id: gw-acme, client_secret_ref: env:DOCS_SECRET, scopes: [mcp]}", 1)
+	f, err := ParseFile([]byte(oauthFile), env(nil), false)
+	if err != nil {
+		t.Fatalf("auth: oauth refused: %v", err)
+	}
+	if _, ss, _ := f.Registry(); len(ss) != 1 || !ss[0].NeedsConnection() || ss[0].OAuth.ClientID != "gw-acme" || ss[0].OAuth.ClientSecretRef != "env:DOCS_SECRET" {
+		t.Fatalf("auth: oauth not carried to the registry: %+v", ss)
+	}
 	for _, tc := range []struct{ name, from, to, want string }{
 		{"bad tier", "tier: growth", "tier: gold", "tenants[0].tier"},
 		{"missing tier", "tier: growth", "", "tenants[0].tier"},
@@ -108,6 +116,12 @@ func TestBadFilesNameTheField(t *testing.T) {
 		{"unknown field", "tier: growth", "tier: growth\n    skip_auth: true", "skip_auth"},
 		{"not YAML", "tenants:", "tenants: [", "invalid YAML"},
 		{"bad new_tools", "tier: growth", "tier: growth\n    new_tools: review", "tenants[0].new_tools"},
+		{"auth oauth with a brokered credential", "credential: {header: Authorization, ref: env:TOKEN}", "credential: {header: Authorization, ref: env:TOKEN}\n        auth: oauth\n        oauth: {client_id: gw}", "tenants[0].servers[0].credential"},
+		{"auth oauth without a client", "credential: {header: Authorization, ref: env:TOKEN}", "auth: oauth", "tenants[0].servers[0].oauth"},
+		{"unknown auth", "credential: {header: Authorization, ref: env:TOKEN}", "auth: saml", "tenants[0].servers[0].auth"},
+		{"oauth without auth oauth", "credential: {header: Authorization, ref: env:TOKEN}", "oauth: {client_id: gw}", "tenants[0].servers[0].oauth"},
+		{"bad client secret ref", "credential: {header: Authorization, ref: env:TOKEN}", "auth: oauth\n        oauth: {client_id: gw, client_secret_ref: vault:x}", "tenants[0].servers[0].oauth.client_secret_ref"},
+		{"client id with a space", "credential: {header: Authorization, ref: env:TOKEN}", "auth: oauth\n        oauth: {client_id: a b}", "tenants[0].servers[0].oauth.client_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseFile([]byte(strings.Replace(base, tc.from, tc.to, 1)), env(nil), false)

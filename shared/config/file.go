@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -65,10 +64,15 @@ type FileKey struct {
 // FileServer is one upstream MCP server. URL may use ${VAR} to take a value
 // from the environment (the demo's upstream port is only known at start).
 type FileServer struct {
-	Name       string                           `yaml:"name"`
-	URL        string                           `yaml:"url"`
-	Credential *registry.Credential             `yaml:"credential"`
-	Tools      map[string]registry.ToolSettings `yaml:"tools"`
+	Name       string               `yaml:"name"`
+	URL        string               `yaml:"url"`
+	Credential *registry.Credential `yaml:"credential"`
+	// auth: oauth makes each caller connect with their own grant
+	// (oauth: the tenant's client at the server's authorization server;
+	// docs/connections.md).
+	Auth  string                           `yaml:"auth"`
+	OAuth *registry.OAuthClient            `yaml:"oauth"`
+	Tools map[string]registry.ToolSettings `yaml:"tools"`
 }
 
 var (
@@ -226,6 +230,12 @@ func (f *File) Validate(local bool) error {
 					bad(sp+".credential.ref", "%v", err)
 				}
 			}
+			var ae *registry.AuthError
+			if err := registry.ValidateServerAuth(s.Auth, s.OAuth, s.Credential); errors.As(err, &ae) {
+				bad(sp+"."+ae.Field, "%s", ae.Reason)
+			} else if err != nil {
+				bad(sp+".auth", "%v", err)
+			}
 			for name := range s.Tools {
 				if name == "" || len(name) > 128 {
 					bad(sp+".tools", "%q: want a tool name of 1-128 characters", name)
@@ -236,18 +246,9 @@ func (f *File) Validate(local bool) error {
 	return errors.Join(errs...)
 }
 
-// ValidateCredentialRef checks the form of a credential reference.
-func ValidateCredentialRef(ref string) error {
-	kind, rest, ok := strings.Cut(ref, ":")
-	if !ok || rest == "" {
-		return fmt.Errorf("%q: want env:NAME, file:/path, secretsmanager:ID or ssm:/name", ref)
-	}
-	switch kind {
-	case "env", "file", "secretsmanager", "ssm":
-		return nil
-	}
-	return fmt.Errorf("%q: unknown kind %q (env, file, secretsmanager, ssm)", ref, kind)
-}
+// ValidateCredentialRef checks the form of a credential reference
+// (registry.ValidateCredentialRef, the one rule).
+func ValidateCredentialRef(ref string) error { return registry.ValidateCredentialRef(ref) }
 
 // Registry returns the file's tenants, servers and keys as registry records.
 func (f *File) Registry() ([]registry.Tenant, []registry.Server, []registry.Key) {
@@ -261,7 +262,7 @@ func (f *File) Registry() ([]registry.Tenant, []registry.Server, []registry.Key)
 		}
 		ts = append(ts, registry.Tenant{ID: t.ID, Tier: t.Tier, RefusalShape: shape, WebhookURL: t.WebhookURL, WebhookSecretRef: t.WebhookSecretRef, Content: t.Content, NewTools: t.NewTools, Issuers: t.Issuers})
 		for _, s := range t.Servers {
-			ss = append(ss, registry.Server{Tenant: t.ID, Name: s.Name, URL: s.URL, Credential: s.Credential, Tools: s.Tools})
+			ss = append(ss, registry.Server{Tenant: t.ID, Name: s.Name, URL: s.URL, Credential: s.Credential, Auth: s.Auth, OAuth: s.OAuth, Tools: s.Tools})
 		}
 		for _, k := range t.Keys {
 			ks = append(ks, registry.Key{ID: k.ID, Tenant: t.ID, Caller: k.Caller, Hash: k.SHA256, Roles: k.Roles, Manifest: k.Manifest})

@@ -60,6 +60,7 @@ func AuditItem(r audit.Record, retention time.Duration, suffix string) Item {
 	str("detail", r.Detail)
 	str("policy_verdict", r.PolicyVerdict)
 	str("policy_rule", r.PolicyRule)
+	str("connection", r.Connection)
 	if r.PolicyAudit {
 		it["policy_audit"] = &types.AttributeValueMemberBOOL{Value: true}
 	}
@@ -116,6 +117,7 @@ func auditFromItem(it Item) audit.Record {
 		Code: int(GetN(it, "code")), Word: GetS(it, "word"), Slot: GetS(it, "slot"), Outcome: audit.Outcome(GetS(it, "outcome")),
 		LatencyMs: lat, PolicyHash: GetS(it, "policy_hash"), Detail: GetS(it, "detail"),
 		PolicyVerdict: GetS(it, "policy_verdict"), PolicyRule: GetS(it, "policy_rule"), PolicyAudit: policyAudit(it),
+		Connection: GetS(it, "connection"),
 	}
 	auditLists(it, &r)
 	r.Writer, r.Prev, r.Hash = GetS(it, "writer"), GetS(it, "prev"), GetS(it, "hash")

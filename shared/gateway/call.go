@@ -152,6 +152,9 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 		var ref *refusal.Refusal
 		if errors.As(err, &ref) {
 			outcome, code, word = audit.OutcomeRefused, int(ref.Code), string(ref.Word)
+			if ref.Word == refusal.ConnectionRequired {
+				code = int(refusal.CodeConnectionRequired) // -32042 on the wire to an eliciting client
+			}
 			if failed(ref.Word) {
 				outcome = audit.OutcomeError
 			}
@@ -164,6 +167,10 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 	err := g.pipe.Run(ctx, c)
 	g.sessionHeaders(w, ep, c)
 	if err != nil {
+		var ref *refusal.Refusal
+		if errors.As(err, &ref) && ref.Word == refusal.ConnectionRequired {
+			err = g.completeConnection(ctx, c, ref) // routing met a server the caller has no connection to
+		}
 		refuse(err, c.RefusedBy.String())
 		return
 	}
@@ -182,6 +189,14 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 			g.o.Logger.Warn("call not sent", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", c.Server.Name, "why", ns.why)
 			dropped, detail = true, ns.why
 			refuse(refusal.Internal(c.CorrelationID), audit.SlotSend)
+			return
+		}
+		if ref, ok := g.connectionRefusal(dctx, c, err); ok {
+			var te *upstream.TokenError
+			if errors.As(err, &te) {
+				sent = false // no token: nothing left
+			}
+			refuse(ref, audit.SlotUpstream)
 			return
 		}
 		ref, o := g.upstreamRefusal(dctx, c, err)
@@ -434,6 +449,9 @@ func (g *Gateway) audit(ctx context.Context, c *pipeline.Call, o audit.Outcome, 
 	if c.Server != nil {
 		rec.Server = c.Server.Name
 		rec.Tool = c.UpstreamTool
+		if t, _ := ctx.Value(callerTokensKey{}).(*callerTokens); t != nil {
+			rec.Connection = t.connection(c.Server.Name)
+		}
 	}
 	rec = rec.Bounded()             // metrics, spans and the log line get the cut fields too
 	telemetry.NoteOf(ctx).Call(rec) // the access log's line

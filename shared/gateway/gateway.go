@@ -24,6 +24,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/auth"
 	"github.com/aegis-gw/aegis/shared/backend"
 	"github.com/aegis-gw/aegis/shared/config"
+	"github.com/aegis-gw/aegis/shared/connect"
 	"github.com/aegis-gw/aegis/shared/content"
 	"github.com/aegis-gw/aegis/shared/correlation"
 	"github.com/aegis-gw/aegis/shared/idempotency"
@@ -79,6 +80,10 @@ type Options struct {
 	// subscriptions/listen (which then ends gracefully); 0:
 	// ListenTimeout. Clients open another.
 	ListenTimeout time.Duration
+	// Connections runs callers' own OAuth grants to servers with auth:
+	// oauth (shared/connect) and serves /t/{tenant}/connect/; nil: such
+	// servers cannot be called (-32000 says why).
+	Connections *connect.Broker
 	// KeepAlive is how often such a stream gets an SSE comment while it
 	// is quiet, so that proxies (an ALB's or nginx's 60 s idle timeout)
 	// do not cut it; 0: DefaultKeepAlive.
@@ -234,6 +239,11 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	return g, nil
 }
 
+// Connections returns the broker of callers' connections
+// (Options.Connections; nil when the gateway makes none), for the admin
+// API's revocation.
+func (g *Gateway) Connections() *connect.Broker { return g.o.Connections }
+
 // Catalog returns the tool catalog the gateway routes calls with, for the
 // admin API's kill switch (admin.Options.Catalog): a stop is resolved with
 // the same names a call is.
@@ -282,6 +292,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tenant, path, ok := splitTenant(path)
 	if !ok {
 		writeJSON(w, http.StatusNotFound, `{"error":"not found"}`)
+		return
+	}
+	if strings.HasPrefix(path, "/connect/") && tenant != "" && g.o.Connections != nil {
+		g.o.Connections.ServeConnect(w, r, tenant, path)
 		return
 	}
 	var ep endpoint
@@ -346,7 +360,7 @@ func writeRefusal(w http.ResponseWriter, c *pipeline.Call, r *refusal.Refusal, s
 	retryAfter(w, r)
 	r = named(c, r)
 	n := numbering(c)
-	if shape == registry.ShapeResult && c.Method == "tools/call" && r.Code != refusal.CodeInternal {
+	if shape == registry.ShapeResult && c.Method == "tools/call" && r.Code != refusal.CodeInternal && r.Code != refusal.CodeURLElicitation {
 		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, refusalResult(r, n)))
 		return
 	}
@@ -595,6 +609,7 @@ func (g *Gateway) clientNotification(ctx context.Context, w http.ResponseWriter,
 // A method without a row is refused with -32601 after the stages of
 // every request.
 func (g *Gateway) dispatch(ctx context.Context, w http.ResponseWriter, r *http.Request, ep endpoint, c *pipeline.Call) {
+	ctx = g.withConnections(ctx, c)
 	row, known := pipeline.Lookup(pipeline.ClientRequest, c.Method)
 	if known && row.Scope&pipeline.Decided != 0 {
 		g.decided(ctx, w, r, ep, c)

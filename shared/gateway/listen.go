@@ -69,6 +69,7 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, co
 	if who.token {
 		c.Roles, c.Claims = who.roles, who.claims
 	}
+	ctx = g.withConnections(ctx, c) // streams of servers with auth: oauth carry this caller's token
 	if c.SessionID == "" {
 		writeJSON(w, http.StatusBadRequest, `{"error":"Mcp-Session-Id header is required"}`)
 		return

@@ -139,6 +139,7 @@ func (g *Gateway) clientAnswer(ctx context.Context, w http.ResponseWriter, r *ht
 		Inline: g.b.InProcess(), MCP: true, SessionID: r.Header.Get("Mcp-Session-Id"),
 		Relayed: true, Tool: clientTarget(pipeline.ResponseMethod), UpstreamTool: clientTarget(pipeline.ResponseMethod),
 	}
+	ctx = g.withConnections(ctx, c) // the answer goes to the server with this caller's token
 	st := &settler{parent: ctx, call: c}
 	defer st.stop()
 	notAsked := func() {

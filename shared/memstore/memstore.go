@@ -83,6 +83,7 @@ type Store struct {
 	idem      idemLedger   // idempotency.go, own lock
 	ends      endQueue     // sweep.go, own lock
 	pins      pinTable     // pins.go, own lock
+	conns     connTable    // connect.go, own lock
 }
 
 // New returns an empty store.

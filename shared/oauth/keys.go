@@ -119,7 +119,7 @@ type discovery struct {
 func (c *keyCache) fetch(ctx context.Context, issuer string) ([]publicKey, error) {
 	var doc discovery
 	var err error
-	for _, u := range discoveryURLs(issuer) {
+	for _, u := range DiscoveryURLs(issuer) {
 		var status int
 		status, err = c.getJSON(ctx, u, &doc)
 		if err == nil || status != http.StatusNotFound {
@@ -244,7 +244,10 @@ func (k publicKey) fits(alg string) bool {
 	return false
 }
 
-func discoveryURLs(issuer string) []string {
+// DiscoveryURLs are where an issuer's metadata is looked for, in order:
+// OpenID Connect discovery ({issuer}/.well-known/openid-configuration),
+// then RFC 8414 (/.well-known/oauth-authorization-server{path}).
+func DiscoveryURLs(issuer string) []string {
 	trimmed := strings.TrimSuffix(issuer, "/")
 	out := []string{trimmed + "/.well-known/openid-configuration"}
 	if u, err := url.Parse(issuer); err == nil {
@@ -255,14 +258,20 @@ func discoveryURLs(issuer string) []string {
 	return out
 }
 
-// getJSON GETs u within ctx's deadline, after checking it as every
-// outbound URL is (netguard.ValidateFetchURL: the issuer's own, and the
-// jwks_uri its document names, which no operator typed; loopback, and the
-// addresses a name resolves to, are checked when dialed, netguard.Control
-// in the HTTP client), and decodes at most MaxDocumentBytes of JSON into v. status is
-// the response's status when one came.
 func (c *keyCache) getJSON(ctx context.Context, u string, v any) (status int, err error) {
-	if err := netguard.ValidateFetchURL(u, c.o.Local); err != nil {
+	return GetJSON(ctx, c.o.HTTP, c.o.Local, u, v)
+}
+
+// GetJSON GETs u with hc within ctx's deadline, after checking it as every
+// outbound URL is (netguard.ValidateFetchURL: an issuer's own, and the
+// URLs its documents name, which no operator typed; loopback, and the
+// addresses a name resolves to, are checked when dialed, netguard.Control
+// in the HTTP client), and decodes at most MaxDocumentBytes of JSON into
+// v. status is the response's status when one came. The discovery of the
+// keys here and of upstreams' authorization servers (shared/connect) use
+// it.
+func GetJSON(ctx context.Context, hc *http.Client, local bool, u string, v any) (status int, err error) {
+	if err := netguard.ValidateFetchURL(u, local); err != nil {
 		return 0, fmt.Errorf("GET %s: %w", u, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -270,7 +279,7 @@ func (c *keyCache) getJSON(ctx context.Context, u string, v any) (status int, er
 		return 0, err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := c.o.HTTP.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -42,6 +42,13 @@ const (
 	CodeUpstreamUnavailable Code = -32063
 	CodeUpstreamTimeout     Code = -32064
 	CodeWrapRefused         Code = -32042 // the one frame `aegis wrap` may author
+	CodeConnectionRequired  Code = -32065 // a server with auth: oauth, and no working connection of the caller's
+
+	// CodeURLElicitation is MCP 2025-11-25's URLElicitationRequiredError
+	// (the number of wrap's frame; data.aegis.layer tells them apart): the
+	// gateway's answer of CONNECTION_REQUIRED to a 2025-11-25 client that
+	// declared elicitation.url (ConnectionElicitation).
+	CodeURLElicitation Code = -32042
 
 	// MCP 2026-07-28 (SEP-2575) transport codes, toward clients of that
 	// version.
@@ -77,6 +84,7 @@ const (
 	UpstreamTimeout     Word = "UPSTREAM_TIMEOUT"
 	HeaderMismatch      Word = "HEADER_MISMATCH"
 	UnsupportedProtocol Word = "UNSUPPORTED_PROTOCOL_VERSION"
+	ConnectionRequired  Word = "CONNECTION_REQUIRED"
 )
 
 // Entry is one row of the vocabulary.
@@ -116,6 +124,7 @@ var Table = []Entry{
 	{CodeToolStopped, ToolStopped, "Tool stopped by operator", http.StatusOK, "kill switch on the tool or its server, whatever the policy says", "ask an operator to resume it, as sending the call again will not help until then"},
 	{CodeUpstreamUnavailable, UpstreamUnavailable, "Upstream unavailable", http.StatusOK, "circuit open, or UPSTREAM_MAX_CONCURRENT calls in flight, or the same idempotency key in flight", "send the call again in a few seconds"},
 	{CodeUpstreamTimeout, UpstreamTimeout, "Upstream error: upstream did not respond in time; the call may have executed", http.StatusOK, "upstream got the call and did not answer within UPSTREAM_TIMEOUT_SECS; data: executed, safe_to_retry, guidance", ""},
+	{CodeConnectionRequired, ConnectionRequired, "Connection required", http.StatusOK, "a call to a server with auth: oauth from a caller without a working connection to it (none yet, or its refresh failed); message and data carry the link to connect (data: url, server, elicitation_id); a 2025-11-25 client that declared elicitation.url gets -32042 URL elicitation required instead", ""},
 	{CodeApprovalRequired, PendingApproval, "Approval required", http.StatusOK, "the word `aegis wrap` puts in its -32042 frame for a tool that needs approval (wrap refuses it rather than parking it)", ""},
 	{CodeHeaderMismatch, HeaderMismatch, "Header mismatch", http.StatusBadRequest, "MCP 2026-07-28 on /mcp: the Mcp-Method, Mcp-Name or MCP-Protocol-Version header is missing or does not match the body (_meta protocolVersion)", "send Mcp-Method, Mcp-Name and MCP-Protocol-Version as the body has them"},
 	{CodeUnsupportedProtocol, UnsupportedProtocol, "Unsupported protocol version", http.StatusBadRequest, "an MCP-Protocol-Version header the gateway does not speak; data: supported, requested", "speak one of the versions in data.supported"},
@@ -531,6 +540,37 @@ func Wrap(w Word, tool, rule, next string) *Refusal {
 	if tool != "" {
 		r.With("tool", tool)
 	}
+	return r
+}
+
+// Connection is -32065 for a call to server that needs the caller's own
+// connection, which they do not have (broken: their connection's refresh
+// failed, or the upstream refused its token): the message gives url, the
+// link that connects them (single use, short-lived), and says to send the
+// identical call again once connected; data carries url, server and
+// elicitation_id.
+func Connection(server, url, elicitationID string, broken bool) *Refusal {
+	why := "this caller has no connection to " + server
+	if broken {
+		why = "this caller's connection to " + server + " stopped working"
+	}
+	return New(ConnectionRequired, fmt.Sprintf("Connection required: %s; open %s to connect, then send the identical call again", why, url)).
+		With("url", url).With("server", server).With("elicitation_id", elicitationID)
+}
+
+// ConnectionElicitation is what Connection becomes toward an MCP
+// 2025-11-25 client that declared elicitation.url: -32042
+// URLElicitationRequiredError, data.elicitations holding one URL-mode
+// elicitation (mode "url", elicitationId, url, message), with the aegis
+// marker beside it (layer gateway, word CONNECTION_REQUIRED). The message
+// is the same sentence.
+func ConnectionElicitation(server, url, elicitationID string, broken bool) *Refusal {
+	r := Connection(server, url, elicitationID, broken)
+	r.Code = CodeURLElicitation
+	r.Fields = map[string]any{"elicitations": []map[string]string{{
+		"mode": "url", "elicitationId": elicitationID, "url": url,
+		"message": "Connect your account on " + server + " to let this call through",
+	}}}
 	return r
 }
 

@@ -126,12 +126,17 @@ type ToolSettings struct {
 
 // Server is one upstream MCP server of a tenant.
 type Server struct {
-	Tenant     string                  `json:"tenant"`
-	Name       string                  `json:"name"`
-	URL        string                  `json:"url"`
-	Credential *Credential             `json:"credential,omitempty"`
-	Tools      map[string]ToolSettings `json:"tools,omitempty"`
-	Created    time.Time               `json:"created"`
+	Tenant     string      `json:"tenant"`
+	Name       string      `json:"name"`
+	URL        string      `json:"url"`
+	Credential *Credential `json:"credential,omitempty"`
+	// Auth says how calls reach the server (AuthModes; "" is
+	// AuthBrokered); OAuth is the tenant's client there when it is
+	// AuthOAuth (serverauth.go).
+	Auth    string                  `json:"auth,omitempty"`
+	OAuth   *OAuthClient            `json:"oauth,omitempty"`
+	Tools   map[string]ToolSettings `json:"tools,omitempty"`
+	Created time.Time               `json:"created"`
 }
 
 // Key is an API key record. The secret is never stored: Hash is the hex

@@ -81,8 +81,8 @@ func TestCatalogBounds(t *testing.T) {
 	}
 	c.mu.Lock()
 	n := len(c.entries)
-	_, first := c.entries[cacheKey(&reg.servers[0], 0)]
-	_, last := c.entries[cacheKey(&reg.servers[0], upstream.Caps(MaxSets+2))]
+	_, first := c.entries[cacheKey(&reg.servers[0], 0, "")]
+	_, last := c.entries[cacheKey(&reg.servers[0], upstream.Caps(MaxSets+2), "")]
 	c.mu.Unlock()
 	if n != MaxSets || first || !last {
 		t.Fatalf("%d lists kept (the first %v, the last %v), want %d, the oldest dropped", n, first, last, MaxSets)
@@ -103,7 +103,7 @@ func TestCatalogBounds(t *testing.T) {
 	if len(c.entries) != 1 || c.bytes > MaxBytes {
 		t.Fatalf("%d lists of %d bytes kept, want 1 within %d", len(c.entries), c.bytes, MaxBytes)
 	}
-	if _, ok := c.entries[cacheKey(&reg.servers[1], 0)]; !ok {
+	if _, ok := c.entries[cacheKey(&reg.servers[1], 0, "")]; !ok {
 		t.Fatal("the list just fetched was dropped")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -80,11 +81,30 @@ const (
 type serverKey struct {
 	tenant, name, url string
 	caps              upstream.Caps
+	// caller is set for a server with auth: oauth only: it is listed with
+	// each caller's own connection, and one caller's list (or failure) is
+	// never served to another.
+	caller string
 }
 
 type viewKey struct {
 	tenant, only string
 	caps         upstream.Caps
+	caller       string // set when a server of the view has auth: oauth
+}
+
+type callerKey struct{}
+
+// WithCaller returns ctx naming the caller a catalog lookup is for: the
+// lists of servers with auth: oauth are kept per caller (listed with that
+// caller's connection, upstream.WithTokens).
+func WithCaller(ctx context.Context, caller string) context.Context {
+	return context.WithValue(ctx, callerKey{}, caller)
+}
+
+func callerOf(ctx context.Context) string {
+	c, _ := ctx.Value(callerKey{}).(string)
+	return c
 }
 
 // view is a built tool namespace, reused while its servers and their tool
@@ -116,8 +136,11 @@ func NewCatalog(reg registry.Reader, lister Lister, ttl time.Duration, now func(
 	return &Catalog{reg: reg, lister: lister, ttl: ttl, now: now, entries: map[serverKey]cached{}, views: map[viewKey]*view{}, listing: map[serverKey]*listing{}}
 }
 
-func cacheKey(s *registry.Server, caps upstream.Caps) serverKey {
-	return serverKey{s.Tenant, s.Name, s.URL, caps}
+func cacheKey(s *registry.Server, caps upstream.Caps, caller string) serverKey {
+	if !s.NeedsConnection() {
+		caller = ""
+	}
+	return serverKey{s.Tenant, s.Name, s.URL, caps, caller}
 }
 
 // tools returns srv's tools, from cache unless older than maxAge. When a
@@ -132,7 +155,7 @@ func cacheKey(s *registry.Server, caps upstream.Caps) serverKey {
 // client's own deadline), so a client giving up is never taken for the
 // server failing.
 func (c *Catalog) tools(ctx context.Context, srv *registry.Server, caps upstream.Caps, maxAge time.Duration) ([]Tool, error) {
-	k := cacheKey(srv, caps)
+	k := cacheKey(srv, caps, callerOf(ctx))
 	now := c.now()
 	c.mu.Lock()
 	e, ok := c.entries[k]
@@ -181,6 +204,16 @@ func (c *Catalog) list(ctx context.Context, srv *registry.Server, k serverKey, f
 	defer c.mu.Unlock()
 	delete(c.listing, k)
 	e := c.entries[k]
+	var te *upstream.TokenError
+	if errors.As(err, &te) {
+		// The caller has no working connection: nothing is wrong with
+		// the server, and the caller may connect a moment later.
+		f.tools, f.err = e.tools, nil
+		if e.tools == nil {
+			f.err = err
+		}
+		return
+	}
 	if err != nil {
 		e.failed, e.err = c.now(), err
 		c.entries[k] = e
@@ -280,8 +313,14 @@ func (c *Catalog) built(ctx context.Context, tenant, only string, caps upstream.
 	if err != nil {
 		return nil, nil, err
 	}
-	vk := viewKey{tenant, only, caps}
-	if sig, fresh := c.signature(servers, only, caps, maxAge); fresh {
+	vk := viewKey{tenant, only, caps, ""}
+	caller := callerOf(ctx)
+	for i := range servers {
+		if servers[i].NeedsConnection() {
+			vk.caller = caller
+		}
+	}
+	if sig, fresh := c.signature(servers, only, caps, caller, maxAge); fresh {
 		c.mu.Lock()
 		v := c.views[vk]
 		c.mu.Unlock()
@@ -311,7 +350,7 @@ func (c *Catalog) built(ctx context.Context, tenant, only string, caps upstream.
 	for i := range v.entries {
 		v.index[v.entries[i].Name] = i
 	}
-	if sig, fresh := c.signature(servers, only, caps, maxAge); fresh && len(errs) == 0 {
+	if sig, fresh := c.signature(servers, only, caps, caller, maxAge); fresh && len(errs) == 0 {
 		v.sig = sig
 		c.mu.Lock()
 		if _, ok := c.views[vk]; !ok && len(c.views) >= maxViews {
@@ -357,7 +396,7 @@ func expose(entries []Entry, count map[string]int) []Entry {
 // signature hashes the servers of a view and which list of each one's
 // tools it has (its gen: two listings at one instant are still two);
 // fresh is false when a list is missing or older than maxAge.
-func (c *Catalog) signature(servers []registry.Server, only string, caps upstream.Caps, maxAge time.Duration) (uint64, bool) {
+func (c *Catalog) signature(servers []registry.Server, only string, caps upstream.Caps, caller string, maxAge time.Duration) (uint64, bool) {
 	h := fnv.New64a()
 	now := c.now()
 	c.mu.Lock()
@@ -368,7 +407,7 @@ func (c *Catalog) signature(servers []registry.Server, only string, caps upstrea
 		if only != "" && srv.Name != only {
 			continue
 		}
-		e, ok := c.entries[cacheKey(srv, caps)]
+		e, ok := c.entries[cacheKey(srv, caps, caller)]
 		if !ok || now.Sub(e.fetched) >= maxAge {
 			return 0, false
 		}
@@ -382,6 +421,8 @@ func (c *Catalog) signature(servers []registry.Server, only string, caps upstrea
 			h.Write([]byte{0})
 			h.Write([]byte(cr.Ref))
 		}
+		h.Write([]byte{0})
+		h.Write([]byte(srv.Auth))
 		var settings uint64 // order-independent: map iteration is random
 		for name, ts := range srv.Tools {
 			th := fnv.New64a()
@@ -528,6 +569,12 @@ func (k *Check) resolve(ctx context.Context, c *pipeline.Call) error {
 			var se *ServerError
 			if x, ok := errs[0].(*ServerError); ok {
 				se = x
+			}
+			var te *upstream.TokenError
+			if errors.As(errs[0], &te) {
+				// The caller must connect first: a refusal naming the
+				// server, whose link the gateway adds (it makes links).
+				return refusal.Connection(te.Server, "", "", false)
 			}
 			if se != nil {
 				return refusal.Upstream("could not list the tools of " + se.Server)

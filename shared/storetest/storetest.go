@@ -35,6 +35,7 @@ func Run(t *testing.T, nb NewBackend) {
 	t.Run("breaker", func(t *testing.T) { testBreaker(t, fresh) })
 	t.Run("idempotency", func(t *testing.T) { testIdempotency(t, fresh) })
 	t.Run("paramskey", func(t *testing.T) { testParamsKey(t, fresh) })
+	t.Run("connections", func(t *testing.T) { testConnections(t, fresh) })
 }
 
 // t0 is the suite's reference instant.

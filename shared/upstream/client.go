@@ -13,7 +13,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
-	"net/textproto"
 	"net/url"
 	"strings"
 	"sync"
@@ -229,20 +228,9 @@ type Exchange struct {
 // from everything returned: the response's result and error, and the
 // details of errors.
 func (c *Client) Send(ctx context.Context, ex *Exchange) (*jsonrpc.Response, http.Header, error) {
-	var cred *injected
-	if cr := ex.Server.Credential; cr != nil {
-		if c.Creds == nil {
-			return nil, nil, &CredentialError{Ref: cr.Ref}
-		}
-		v, err := c.Creds.Resolve(ctx, cr.Ref)
-		// net/http trims a header value when it writes it, and refuses one
-		// that ends in a newline (a secret file's last line): trim it here,
-		// so the value sent and the value scrubbed are the same.
-		v = textproto.TrimString(v)
-		if err != nil || v == "" {
-			return nil, nil, &CredentialError{Ref: cr.Ref}
-		}
-		cred = &injected{header: cr.Header, value: v, scrub: NewScrubber(v)}
+	cred, err := c.credential(ctx, ex.Server)
+	if err != nil {
+		return nil, nil, err
 	}
 	params := ex.Params
 	switch {
@@ -258,7 +246,6 @@ func (c *Client) Send(ctx context.Context, ex *Exchange) (*jsonrpc.Response, htt
 	var (
 		resp *jsonrpc.Response
 		hdr  http.Header
-		err  error
 	)
 	for attempt := 0; attempt <= c.MaxRetries; attempt++ {
 		resp, hdr, err = c.once(ctx, ex, body, cred)

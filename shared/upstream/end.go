@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/textproto"
 	"sync"
 	"time"
 
@@ -38,15 +37,12 @@ func (c *Client) End(ctx context.Context, srv *registry.Server, sess Session) er
 	if sess.Protocol != "" {
 		req.Header.Set("Mcp-Protocol-Version", sess.Protocol)
 	}
-	if cr := srv.Credential; cr != nil {
-		if c.Creds == nil {
-			return &CredentialError{Ref: cr.Ref}
-		}
-		v, err := c.Creds.Resolve(ctx, cr.Ref)
-		if v = textproto.TrimString(v); err != nil || v == "" {
-			return &CredentialError{Ref: cr.Ref}
-		}
-		req.Header.Set(cr.Header, v)
+	cred, err := c.credential(ctx, srv)
+	if err != nil {
+		return err
+	}
+	if cred != nil {
+		req.Header.Set(cred.header, cred.value)
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {

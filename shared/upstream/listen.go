@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/textproto"
 	"strings"
 
 	"github.com/aegis-gw/aegis/shared/jsonrpc"
@@ -138,16 +137,13 @@ func (e *RefusedError) Error() string {
 // caller closes the body.
 func (c *Client) openStream(ctx context.Context, req *http.Request, srv *registry.Server) (*http.Response, Scrubber, error) {
 	var sc Scrubber
-	if cr := srv.Credential; cr != nil {
-		if c.Creds == nil {
-			return nil, sc, &CredentialError{Ref: cr.Ref}
-		}
-		v, err := c.Creds.Resolve(ctx, cr.Ref)
-		if v = textproto.TrimString(v); err != nil || v == "" {
-			return nil, sc, &CredentialError{Ref: cr.Ref}
-		}
-		req.Header.Set(cr.Header, v)
-		sc = NewScrubber(v)
+	cred, err := c.credential(ctx, srv)
+	if err != nil {
+		return nil, sc, err
+	}
+	if cred != nil {
+		req.Header.Set(cred.header, cred.value)
+		sc = cred.scrub
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {

@@ -46,7 +46,7 @@ type lazyKMS struct {
 	c func() (*kms.Client, error)
 }
 
-func (a *lazyAWS) kms() auditchain.KMSAPI {
+func (a *lazyAWS) kms() lazyKMS {
 	return lazyKMS{c: sync.OnceValues(func() (*kms.Client, error) {
 		cfg, err := a.cfg()
 		if err != nil {

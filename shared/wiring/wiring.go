@@ -127,12 +127,22 @@ func LambdaGateway(ctx context.Context, getenv func(string) string, version stri
 	if tel.Metrics != nil { // a nil *EMF in the interface would not be "off"
 		o.Metrics = tel.Metrics
 	}
-	if loopback {
-		o.HTTP = gateway.NewHTTPClient(true)
-	}
+	o.HTTP = gateway.NewHTTPClient(loopback)
 	b, chain, err := lambdaAuditChain(getenv, st, "lambda", tel.Logger)
 	if err != nil {
 		return nil, nil, err
+	}
+	// Connections (docs/connections.md): a public URL for the links, and
+	// the KMS key that seals the tokens, or neither.
+	switch kr, pub := lambdaKeyring(getenv, newLazyAWS()), getenv(EnvPublicURL); {
+	case kr != nil && pub != "":
+		if o.Connections, err = Connections(b, kr, pub, creds, o.HTTP, false, tel.Logger); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", EnvPublicURL, err)
+		}
+	case pub != "":
+		return nil, nil, fmt.Errorf("%s is set without %s: connection tokens need a KMS key to be sealed with", EnvPublicURL, EnvConnectionsKMSKey)
+	default:
+		tel.Logger.Info("connections are off: no " + EnvPublicURL + "; servers with auth: oauth cannot be called")
 	}
 	gw, err := gateway.New(b, o)
 	if err != nil {
@@ -205,7 +215,17 @@ func LambdaAdmin(ctx context.Context, getenv func(string) string, principal admi
 	if err != nil {
 		return nil, err
 	}
-	return admin.New(b, &admin.Options{TrustIAM: principal, Logger: tel.Logger, KillSwitchRefresh: s.KillSwitchRefresh})
+	ao := &admin.Options{TrustIAM: principal, Logger: tel.Logger, KillSwitchRefresh: s.KillSwitchRefresh}
+	// Revoking a connection opens its tokens (the KMS key) to revoke them
+	// at the provider: the same two settings as the gateway function's.
+	if kr, pub := lambdaKeyring(getenv, newLazyAWS()), getenv(EnvPublicURL); kr != nil && pub != "" {
+		br, err := Connections(b, kr, pub, Credentials(false), gateway.NewHTTPClient(false), false, tel.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvPublicURL, err)
+		}
+		ao.Connections = br
+	}
+	return admin.New(b, ao)
 }
 
 // EnvAllowLoopback is the test-only escape of the Lambda harness

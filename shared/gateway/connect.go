@@ -1,0 +1,149 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+
+	"github.com/aegis-gw/aegis/shared/connect"
+	"github.com/aegis-gw/aegis/shared/pipeline"
+	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/route"
+	"github.com/aegis-gw/aegis/shared/sessioncheck"
+	"github.com/aegis-gw/aegis/shared/upstream"
+)
+
+// callerTokens gives one request's upstream exchanges the access tokens of
+// its own caller's connections (upstream.Tokens), and remembers which
+// connection each server's token came from (for a 401, Refused).
+type callerTokens struct {
+	b              *connect.Broker // nil: this gateway makes no connections
+	tenant, caller string
+	mu             sync.Mutex
+	used           map[string]string // server → connection id
+}
+
+var errNoConnections = errors.New("this gateway makes no connections (no public URL: docs/connections.md)")
+
+// Token implements upstream.Tokens.
+func (t *callerTokens) Token(ctx context.Context, srv *registry.Server) (string, error) {
+	if t.b == nil {
+		return "", errNoConnections
+	}
+	tok, id, err := t.b.Token(ctx, t.tenant, t.caller, srv)
+	if err != nil {
+		return "", err
+	}
+	t.mu.Lock()
+	if t.used == nil {
+		t.used = map[string]string{}
+	}
+	t.used[srv.Name] = id
+	t.mu.Unlock()
+	return tok, nil
+}
+
+func (t *callerTokens) connection(server string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.used[server]
+}
+
+type callerTokensKey struct{}
+
+// withConnections returns ctx for c's request: the upstream exchanges it
+// makes carry c's caller's own tokens to servers with auth: oauth, and the
+// catalogs keep those servers' lists per caller.
+func (g *Gateway) withConnections(ctx context.Context, c *pipeline.Call) context.Context {
+	t := &callerTokens{b: g.o.Connections, tenant: c.Tenant.ID, caller: c.Caller}
+	ctx = upstream.WithTokens(ctx, t)
+	ctx = context.WithValue(ctx, callerTokensKey{}, t)
+	return route.WithCaller(ctx, c.Caller)
+}
+
+// connectionRefusal is the answer to err when it says c's caller needs a
+// connection (an *upstream.TokenError from routing or the exchange), or an
+// upstream answered 401 to the token of their connection (which is then
+// marked broken): CONNECTION_REQUIRED with a fresh link, as a URL
+// elicitation (-32042) to a client that declared elicitation.url. ok is
+// false for any other error.
+func (g *Gateway) connectionRefusal(ctx context.Context, c *pipeline.Call, err error) (ref *refusal.Refusal, ok bool) {
+	var te *upstream.TokenError
+	var he *upstream.HTTPError
+	server, broken := "", false
+	switch {
+	case errors.As(err, &te):
+		server = te.Server
+		var ne *connect.NeededError
+		switch {
+		case errors.Is(err, errNoConnections) || te.Err == nil && g.o.Connections == nil:
+			return refusal.Upstream("server " + te.Server + " needs each caller's own connection, and this gateway makes none (no public URL)"), true
+		case errors.As(err, &ne):
+			broken = ne.Broken
+		default: // the store or the key could not be read: fail closed
+			g.o.Logger.Warn("connection token unavailable", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", te.Server, "err", err)
+			return refusal.Internal(c.CorrelationID), true
+		}
+	case errors.As(err, &he) && he.Status == http.StatusUnauthorized && c.Server != nil && c.Server.NeedsConnection() && g.o.Connections != nil:
+		server, broken = c.Server.Name, true
+		if t, _ := ctx.Value(callerTokensKey{}).(*callerTokens); t != nil {
+			g.o.Connections.Refused(ctx, c.Tenant.ID, c.Caller, server, t.connection(server))
+		}
+	default:
+		return nil, false
+	}
+	srv, err := g.serverNamed(ctx, c, server)
+	if err != nil {
+		return refusal.Internal(c.CorrelationID), true
+	}
+	link, eid, err := g.o.Connections.Ask(ctx, c.Tenant.ID, c.Caller, srv)
+	if err != nil {
+		g.o.Logger.Warn("connection not asked for", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", server, "err", err)
+		var de *connect.DiscoveryError
+		if errors.As(err, &de) {
+			return refusal.Upstream("the authorization server of " + server + " could not be found (" + de.Step + ")"), true
+		}
+		return refusal.Internal(c.CorrelationID), true
+	}
+	if c.MCP && !c.Stateless && sessioncheck.Caps(c)&upstream.CapElicitURL != 0 {
+		return refusal.ConnectionElicitation(server, link, eid, broken), true
+	}
+	return refusal.Connection(server, link, eid, broken), true
+}
+
+// completeConnection is the CONNECTION_REQUIRED the route stage gave
+// (naming the server it could not list for c's caller) with its link: the
+// caller's token is asked for once more, for the reason (no connection, a
+// broken one, or a store that could not be read).
+func (g *Gateway) completeConnection(ctx context.Context, c *pipeline.Call, ref *refusal.Refusal) error {
+	server, _ := ref.Fields["server"].(string)
+	t, _ := ctx.Value(callerTokensKey{}).(*callerTokens)
+	srv, err := g.serverNamed(ctx, c, server)
+	if err != nil || t == nil {
+		return refusal.Internal(c.CorrelationID)
+	}
+	if _, err = t.Token(ctx, srv); err == nil {
+		err = &connect.NeededError{Server: server} // connected since: a link does no harm
+	}
+	out, _ := g.connectionRefusal(ctx, c, &upstream.TokenError{Server: server, Err: err})
+	return out
+}
+
+// serverNamed is c's server called name (c.Server when it is the one).
+func (g *Gateway) serverNamed(ctx context.Context, c *pipeline.Call, name string) (*registry.Server, error) {
+	if c.Server != nil && c.Server.Name == name {
+		return c.Server, nil
+	}
+	ss, err := g.reg.Servers(ctx, c.Tenant.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ss {
+		if ss[i].Name == name {
+			return &ss[i], nil
+		}
+	}
+	return nil, errors.New("no server " + name)
+}
