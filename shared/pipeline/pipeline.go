@@ -63,6 +63,15 @@ type Call struct {
 	// and the audit trail never take it for a tool of the same name.
 	Target string
 
+	// SessionWindows is set by the session check when it counted the
+	// call's session and tool rate windows in its session's record, with
+	// its touch, in one write (session.Admitter; docs/design/cost.md,
+	// decision 4): the rate-limit check then decides those windows from
+	// it and counts only the others. Its Admission and Err are written by
+	// the session check's store work and read once the session stage has
+	// decided. nil: the rate-limit check counts every window itself.
+	SessionWindows *session.AdmitResult
+
 	IdempotencyKey string
 	PolicyHash     string // hash of the policy set in force (audit)
 
