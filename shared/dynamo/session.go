@@ -46,15 +46,19 @@ func (s *Store) Create(ctx context.Context, r session.Record) error {
 	it["created"], it["last_seen"] = N(r.Created.UnixNano()), N(r.LastSeen.UnixNano())
 	it["up"] = &types.AttributeValueMemberM{Value: up}
 	it[attrAsked] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}} // asked.go
-	// Its own rate windows, when it is created with them (sessionwindow.go).
-	if w := r.Windows; !w.Start.IsZero() {
-		tools := make(map[string]types.AttributeValue, len(w.Tools))
-		for k, v := range w.Tools {
-			tools[k] = N(v)
-		}
-		it[attrWindowMinute], it[attrWindowCalls] = N(w.Start.Unix()), N(w.Calls)
-		it[attrWindowTools] = &types.AttributeValueMemberM{Value: tools}
+	// Its own rate windows (sessionwindow.go): those it is created with,
+	// else its creation minute's, empty, so that the first Admit of that
+	// minute finds the shape it guesses.
+	w := r.Windows
+	if w.Start.IsZero() {
+		w.Start = r.Created.UTC().Truncate(time.Minute)
 	}
+	tools := make(map[string]types.AttributeValue, len(w.Tools))
+	for k, v := range w.Tools {
+		tools[k] = N(v)
+	}
+	it[attrWindowMinute], it[attrWindowCalls] = N(w.Start.Unix()), N(w.Calls)
+	it[attrWindowTools] = &types.AttributeValueMemberM{Value: tools}
 	it[AttrTTL] = TTL(r.Created.Add(s.opt.SessionTTL))
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.tables.State), Item: it,

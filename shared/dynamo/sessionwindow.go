@@ -34,8 +34,9 @@ import (
 //     write, so the map never holds more than one minute's tools.
 //
 // Which shape is tried first is guessed from the minute this process last
-// saw the session's windows in (windowGuess; unknown: a new minute); a
-// wrong guess costs one lost conditional write and a round trip more.
+// saw the session's windows in (windowGuess; unknown: this minute, which
+// Create stores for a new session); a wrong guess costs one lost
+// conditional write and a round trip more.
 // GiveBack is one UpdateItem (wm = :m AND each count > 0; SET count - 1);
 // a lost condition is nothing to give back.
 const (
@@ -54,10 +55,11 @@ type windowGuess struct {
 
 const maxWindowGuesses = 4096
 
-func (g *windowGuess) get(k string) int64 {
+func (g *windowGuess) get(k string) (int64, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.m[k]
+	m, ok := g.m[k]
+	return m, ok
 }
 
 func (g *windowGuess) put(k string, minute int64) {
@@ -93,7 +95,11 @@ func (s *Store) sessionClocks(now time.Time, l session.Limits) (string, map[stri
 // Admit implements session.Admitter.
 func (s *Store) Admit(ctx context.Context, tenant, id, caller string, now time.Time, l session.Limits, w session.Window) (session.Record, session.Admission, error) {
 	guessKey := tenant + "\x00" + id
-	fresh := s.guess.get(guessKey) != w.Start.Unix()
+	// A session this process has not seen is guessed in this minute's
+	// windows: a busy session's calls mostly are, and Create stores its
+	// creation minute's.
+	last, known := s.guess.get(guessKey)
+	fresh := known && last != w.Start.Unix()
 	for range 3 {
 		out, err := s.db.UpdateItem(ctx, s.admitInput(tenant, id, caller, now, l, w, fresh))
 		if err == nil {

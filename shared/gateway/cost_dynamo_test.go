@@ -187,11 +187,11 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 		{name: "allowed, everything on", tune: billing, roles: []string{"ops"}, tool: "echo", args: echoArgs,
 			want: costWant{8, 7, 1, 7, 2, 3, 0}},
 		{name: "refused by a store-free check (-32053)", tool: "echo", args: `{"message":"card 4111 1111 1111 1111"}`, wantCode: -32053,
-			want: costWant{6, 5, 1, 5, 2, 3, 0}},
+			want: costWant{6, 5, 1, 5, 2, 2, 0}},
 		{name: "refused by the rate limit", tune: func(s *config.Settings) { s.RateLimitPerTool = 1 }, tool: "echo", args: echoArgs, wantCode: -32004,
-			want: costWant{5, 4, 1, 4, 2, 3, 0}},
+			want: costWant{5, 4, 1, 4, 2, 2, 0}},
 		{name: "held for approval", tool: "transfer", args: `{"to":"acct-1","amount":5}`, wantCode: -32061,
-			want: costWant{10, 8, 2, 11, 4, 7, 0}},
+			want: costWant{10, 8, 2, 11, 4, 5, 0}},
 		{name: "approved", prepare: func(t *testing.T, e *costEnv) {
 			a, _ := e.call(t, 90, "transfer", `{"to":"acct-1","amount":5}`)
 			var d struct {
@@ -204,7 +204,7 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, tool: "transfer", args: `{"to":"acct-1","amount":5}`,
-			want: costWant{12, 10, 2, 10, 4, 8, 0}},
+			want: costWant{12, 10, 2, 10, 4, 7, 0}},
 		// A minute later: the session's windows are of the last minute,
 		// and its one write (touch and count) starts them afresh.
 		{name: "idle past every cache's lifetime", prepare: func(t *testing.T, e *costEnv) { e.Clock.Advance(61 * time.Second) },
