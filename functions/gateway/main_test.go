@@ -351,19 +351,19 @@ func (h *harness) seed(t *testing.T, upstreamURL string) {
 		must(h.st.PutServer(ctx, sv))
 	}
 	for _, id := range []string{mcpSession, rlSession, delSession} {
-		must(h.st.Create(ctx, session.Record{ID: id, Tenant: "acme", Caller: caller, Created: now, LastSeen: now}))
+		r := session.Record{ID: id, Tenant: "acme", Caller: caller, Created: now, LastSeen: now}
+		if id == rlSession {
+			// Its own session window (kept in its record) full, for a
+			// minute two ahead: a call before then counts in that later
+			// window (session.Admitter), so that the refusal does not
+			// depend on when the event is posted.
+			r.Windows = session.Windows{Start: now.Truncate(ratelimit.Window).Add(2 * ratelimit.Window), Calls: perSession}
+		}
+		must(h.st.Create(ctx, r))
 	}
 	must(h.st.PutStop(ctx, killswitch.Stop{Tenant: "acme", Server: "crm", Tool: "fail", Reason: "incident INC-4471", By: "ops-alice", At: now}))
-	// Fill rlSession's rate window, and capped's monthly meter, for this
-	// window or month and the next ones, so that the refusal does not
-	// depend on when the event is posted.
-	for i := range 3 {
-		sKey, _ := ratelimit.Keys("acme", rlSession, "", "echo", now.Add(time.Duration(i)*ratelimit.Window))
-		for range perSession {
-			_, _, err := h.st.Incr(ctx, sKey, perSession, now.Add(time.Hour))
-			must(err)
-		}
-	}
+	// Fill capped's monthly meter, for this month and the next, so that
+	// the refusal does not depend on when the event is posted.
 	for at := now; at.Before(now.AddDate(0, 0, 32)); at = at.AddDate(0, 0, 28) {
 		period, end := quota.Period(at)
 		for range freeQuota {

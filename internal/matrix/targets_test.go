@@ -39,6 +39,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/lambdatest"
 	"github.com/aegis-gw/aegis/shared/memstore"
 	"github.com/aegis-gw/aegis/shared/quota"
+	"github.com/aegis-gw/aegis/shared/session"
 	"github.com/aegis-gw/aegis/shared/wiring"
 )
 
@@ -115,8 +116,10 @@ func queryAll(ctx context.Context, r audit.Reader, tenant string) ([]audit.Recor
 }
 
 // faulty is the embedded store with failures for the tenants of rows that
-// declare a fault: "counters" fails their rate windows and quota meter,
-// "stops" their kill switch's reads.
+// declare a fault: "counters" fails their rate windows (the counters, and
+// the windows a session keeps in its record, which are counted with its
+// touch: session.Admitter) and quota meter, "stops" their kill switch's
+// reads.
 type faulty struct {
 	*memstore.Store
 	faults map[string]string // tenant id -> fault
@@ -129,6 +132,13 @@ func (f *faulty) Incr(ctx context.Context, key string, limit int64, expires time
 		return 0, false, errFault
 	}
 	return f.Store.Incr(ctx, key, limit, expires)
+}
+
+func (f *faulty) Admit(ctx context.Context, tenant, id, caller string, now time.Time, l session.Limits, w session.Window) (session.Record, session.Admission, error) {
+	if f.faults[tenant] == "counters" {
+		return session.Record{}, session.Admission{}, errFault
+	}
+	return f.Store.Admit(ctx, tenant, id, caller, now, l, w)
 }
 
 // countersFail reports whether key is a counter of a tenant whose row

@@ -110,7 +110,15 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 		switch a.Status {
 		case Pending:
 			if created {
-				k.record(ctx, c, a, EventHeld, "")
+				// When the caller settles the call before its answer
+				// (Call.Settles), recorded then, with the call's own
+				// record: one round trip for both.
+				rec := k.recordOf(c, a, EventHeld, "")
+				if c.Settles {
+					c.OnDoneAsync(func(audit.Outcome) { k.write(ctx, rec) })
+				} else {
+					k.write(ctx, rec)
+				}
 				if k.o.Notifier != nil {
 					k.o.Notifier.Notify(ctx, Event{Type: EventHeld, Approval: a, Tenant: c.Tenant})
 				}
@@ -267,12 +275,22 @@ func quoteDetail(s string) string {
 }
 
 func (k *Check) record(ctx context.Context, c *pipeline.Call, a Approval, event, by string) {
+	k.write(ctx, k.recordOf(c, a, event, by))
+}
+
+// recordOf is the audit record of event on a, for c, at now.
+func (k *Check) recordOf(c *pipeline.Call, a Approval, event, by string) audit.Record {
 	ph := k.o.PolicyHash
 	if ph == "" {
 		ph = c.PolicyHash
 	}
 	rec := Record(a, event, by, "", c.CorrelationID, ph, k.o.Now())
 	rec.Session = c.SessionID
+	return rec
+}
+
+// write writes rec to the audit trail, or to the log when it cannot.
+func (k *Check) write(ctx context.Context, rec audit.Record) {
 	if k.o.Audit == nil {
 		k.o.Logger.InfoContext(ctx, "audit", "record", rec)
 		return

@@ -29,6 +29,7 @@ type Backend interface {
 	registry.Store        // tenants, servers, keys
 	session.Store         // gateway sessions and their upstream sessions
 	session.Counter       // the session manifest's counters
+	session.Admitter      // the session's own rate windows, counted with its touch
 	session.Outstanding   // the server requests a session's client owes an answer
 	audit.Writer          // one record per decision
 	audit.Reader          // the audit trail, for operators

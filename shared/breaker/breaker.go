@@ -148,7 +148,10 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		}
 		if p.leased || p.probe {
 			p.handedOff = true
-			c.OnDone(func(audit.Outcome) { release() })
+			// Its own store write, independent of the others that settle
+			// the call (the audit record, an approval's settlement): they
+			// run together.
+			c.OnDoneAsync(func(audit.Outcome) { release() })
 		}
 		return unavailable
 	}

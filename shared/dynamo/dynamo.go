@@ -107,6 +107,7 @@ type Store struct {
 	db     *dynamodb.Client
 	tables Tables
 	opt    Options
+	guess  *windowGuess // sessionwindow.go
 }
 
 // New returns a store over client with the given tables. The store uses its
@@ -127,7 +128,7 @@ func New(client *dynamodb.Client, t Tables, o Options) *Store {
 		o.OpTimeout = DefaultOpTimeout
 	}
 	db := dynamodb.New(client.Options(), WithMiddleware(opDeadline(o.OpTimeout)))
-	return &Store{db: db, tables: t, opt: o}
+	return &Store{db: db, tables: t, opt: o, guess: &windowGuess{}}
 }
 
 // Client returns the store's client, with its per-operation deadline

@@ -16,7 +16,8 @@ import (
 //
 //	pk S#<tenant>#<id>  sk SESSION
 //	caller, protocol, caps, manifest S; created, last_seen N (Unix nanoseconds);
-//	up M (server name → upstream Mcp-Session-Id); ask M (asked.go); ttl N
+//	up M (server name → upstream Mcp-Session-Id); ask M (asked.go); ttl N;
+//	wm, ws N and wt M: its own rate windows (sessionwindow.go)
 //
 // Session is one consistent GetItem, the clocks checked in Go. Touch is
 // one UpdateItem whose condition holds both session clocks and which
@@ -45,6 +46,19 @@ func (s *Store) Create(ctx context.Context, r session.Record) error {
 	it["created"], it["last_seen"] = N(r.Created.UnixNano()), N(r.LastSeen.UnixNano())
 	it["up"] = &types.AttributeValueMemberM{Value: up}
 	it[attrAsked] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}} // asked.go
+	// Its own rate windows (sessionwindow.go): those it is created with,
+	// else its creation minute's, empty, so that the first Admit of that
+	// minute finds the shape it guesses.
+	w := r.Windows
+	if w.Start.IsZero() {
+		w.Start = r.Created.UTC().Truncate(time.Minute)
+	}
+	tools := make(map[string]types.AttributeValue, len(w.Tools))
+	for k, v := range w.Tools {
+		tools[k] = N(v)
+	}
+	it[attrWindowMinute], it[attrWindowCalls] = N(w.Start.Unix()), N(w.Calls)
+	it[attrWindowTools] = &types.AttributeValueMemberM{Value: tools}
 	it[AttrTTL] = TTL(r.Created.Add(s.opt.SessionTTL))
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.tables.State), Item: it,
@@ -77,20 +91,7 @@ func (s *Store) Session(ctx context.Context, tenant, id string, now time.Time, l
 // created > now-Lifetime and last_seen > now-Idle (each when set); a lost
 // condition is store.ErrNotFound.
 func (s *Store) Touch(ctx context.Context, tenant, id string, now time.Time, l session.Limits) (session.Record, error) {
-	cond := "attribute_exists(pk)"
-	vals := map[string]types.AttributeValue{":now": N(now.UnixNano())}
-	ttl := now.Add(s.opt.SessionTTL)
-	if l.Lifetime > 0 {
-		cond += " AND created > :cmin"
-		vals[":cmin"] = N(now.Add(-l.Lifetime).UnixNano())
-		ttl = now.Add(l.Lifetime)
-	}
-	if l.Idle > 0 {
-		cond += " AND last_seen > :imin"
-		vals[":imin"] = N(now.Add(-l.Idle).UnixNano())
-		ttl = now.Add(l.Idle)
-	}
-	vals[":ttl"] = TTL(ttl)
+	cond, vals := s.sessionClocks(now, l)
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.tables.State),
 		Key:                       sessionKey(tenant, id),
@@ -116,6 +117,7 @@ func sessionFromItem(it Item) session.Record {
 		Created:  time.Unix(0, GetN(it, "created")).UTC(), LastSeen: time.Unix(0, GetN(it, "last_seen")).UTC(),
 	}
 	sessionCounters(it, &r) // sessioncount.go
+	sessionWindows(it, &r)  // sessionwindow.go
 	if m, ok := it["up"].(*types.AttributeValueMemberM); ok && len(m.Value) > 0 {
 		r.Upstream = make(map[string]string, len(m.Value))
 		for k := range m.Value {

@@ -137,15 +137,24 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	st := &settler{parent: ctx, call: c}
 	defer st.stop()
-	defer func() {
-		// Finishing and writing the audit record are independent store
-		// writes: overlap them so they cost one round trip, not two. The
-		// record is written on the settling context: after the answer,
-		// whether or not the client is still there, and bounded.
+	// settle finishes the call and writes its audit record, once. They
+	// are independent store writes: overlapped, they cost one round trip,
+	// not two. The record is written on the settling context, bounded,
+	// whether or not the client is still there.
+	settled := false
+	settle := func() {
+		if settled {
+			return
+		}
+		settled = true
 		done := c.Async(finish)
 		g.audit(st.ctx(), c, outcome, code, word, slot, detail)
 		done()
-	}()
+	}
+	defer settle() // an answered call: after its answer
+	// The pipeline leaves a refused call's give-backs to finish
+	// (pipeline.Call.Settles), so that they overlap the audit write.
+	c.Settles = true
 	// refuse answers err, refused by the check named at (an audit slot).
 	refuse := func(err error, at string) {
 		slot = at
@@ -161,7 +170,9 @@ func (g *Gateway) decided(ctx context.Context, w http.ResponseWriter, r *http.Re
 		} else {
 			outcome, code, word = audit.OutcomeError, int(refusal.CodeInternal), string(refusal.InternalError)
 		}
-		finish() // a refused call holds nothing when its answer is written
+		// A refused call holds nothing, and is recorded, when its answer
+		// is written.
+		settle()
 		g.refuse(w, ep, c, err)
 	}
 	err := g.pipe.Run(ctx, c)

@@ -187,15 +187,15 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 		want     costWant
 	}{
 		{name: "allowed, template defaults", tool: "echo", args: echoArgs,
-			want: costWant{9, 7, 2, 7, 4, 3, 0}},
+			want: costWant{7, 6, 1, 6, 2, 3, 0}},
 		{name: "allowed, everything on", tune: billing, roles: []string{"ops"}, tool: "echo", args: echoArgs,
-			want: costWant{10, 8, 2, 8, 4, 3, 0}},
+			want: costWant{8, 7, 1, 7, 2, 3, 0}},
 		{name: "refused by a store-free check (-32053)", tool: "echo", args: `{"message":"card 4111 1111 1111 1111"}`, wantCode: -32053,
-			want: costWant{9, 7, 2, 7, 4, 3, 0}},
+			want: costWant{6, 5, 1, 5, 2, 2, 0}},
 		{name: "refused by the rate limit", tune: func(s *config.Settings) { s.RateLimitPerTool = 1 }, tool: "echo", args: echoArgs, wantCode: -32004,
-			want: costWant{8, 6, 2, 6, 4, 3, 0}},
+			want: costWant{5, 4, 1, 4, 2, 2, 0}},
 		{name: "held for approval", tool: "transfer", args: `{"to":"acct-1","amount":5}`, wantCode: -32061,
-			want: costWant{13, 10, 3, 16, 6, 7, 0}},
+			want: costWant{10, 8, 2, 14, 4, 5, 0}},
 		{name: "approved", prepare: func(t *testing.T, e *costEnv) {
 			a, _ := e.call(t, 90, "transfer", `{"to":"acct-1","amount":5}`)
 			var d struct {
@@ -208,27 +208,27 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, tool: "transfer", args: `{"to":"acct-1","amount":5}`,
-			want: costWant{14, 11, 3, 11, 6, 8, 0}},
+			want: costWant{12, 10, 2, 10, 4, 7, 0}},
 		// A minute later: every cache is past its lifetime (the key, the
 		// tenant's view, the kill switches, the pins' tally, the policy,
-		// the circuit); the session's LastSeen is stale, and it is
-		// touched after the answer, with the audit write. The key and the
+		// the circuit); the session's one write (touch and count) starts
+		// its windows afresh. The key and the
 		// tenant's view (one Query: record, servers, stops, pins' tally)
 		// are read in one wave: docs/design/cost.md, "Idle and cold
 		// instances".
 		{name: "idle past every cache's lifetime", prepare: func(t *testing.T, e *costEnv) { e.Clock.Advance(61 * time.Second) },
 			tool: "echo", args: echoArgs,
-			want: costWant{13, 8, 5, 8, 10, 4, 0}},
+			want: costWant{10, 6, 4, 6, 8, 4, 0}},
 		// A new instance: the key, then the tenant's view with its pins
 		// (one Query), then the call as on a warm instance.
 		{name: "first call after a cold start", cold: true, tool: "echo", args: echoArgs,
-			want: costWant{12, 7, 5, 7, 10, 5, 0}},
+			want: costWant{10, 6, 4, 6, 8, 5, 0}},
 		// A new tenant's first call ever, on a new instance: besides the
 		// cold start, echo is pinned on first use (the pin and its
 		// tally, which PutTenant made, in one transaction) and the
 		// upstream session is opened and stored.
 		{name: "a new tenant's first call, cold", first: true, tool: "echo", args: echoArgs,
-			want: costWant{14, 9, 5, 12, 10, 7, 0}},
+			want: costWant{12, 8, 4, 11, 8, 7, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newCostEnv(t, tc.tune, tc.roles)

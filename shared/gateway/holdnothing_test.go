@@ -255,11 +255,6 @@ func peek(ctx context.Context, c ratelimit.Counter, key string, expires time.Tim
 	return 0, c.Decr(ctx, key)
 }
 
-func (e *holdEnv) toolKey(server, tool string) string {
-	_, k := ratelimit.Keys(e.tenant, e.session, server, tool, e.now)
-	return k
-}
-
 // counts reads the state. It is safe to call from a handler (at write
 // time) and from the test; reads are serialized.
 func (e *holdEnv) counts() holdCounts {
@@ -276,21 +271,25 @@ func (e *holdEnv) counts() holdCounts {
 			errs = append(errs, err)
 		}
 	}
-	sKey, _ := ratelimit.Keys(e.tenant, e.session, "", "", e.now)
-	read(&c.Session, sKey)
-	read(&c.Echo, e.toolKey(holdServer, "echo"))
-	read(&c.Hold, e.toolKey(holdServer, "hold"))
+	// The session's own windows are in its record (session.Admitter).
+	rec, err := e.st.Session(ctx, e.tenant, e.session, e.now, session.Limits{})
+	if err != nil {
+		errs = append(errs, err)
+	}
+	start := e.now.UTC().Truncate(ratelimit.Window)
+	c.Session = rec.Windows.At(start, "")
+	c.Echo = rec.Windows.At(start, holdServer+"/echo")
+	c.Hold = rec.Windows.At(start, holdServer+"/hold")
 	switch e.other {
 	case "gated":
-		read(&c.Gated, e.toolKey(holdServer, "gated"))
+		c.Gated = rec.Windows.At(start, holdServer+"/gated")
 	case "halted":
-		read(&c.Halted, e.toolKey(holdServer, "halted"))
+		c.Halted = rec.Windows.At(start, holdServer+"/halted")
 	case "nope":
-		read(&c.Nope, e.toolKey("", "nope"))
+		c.Nope = rec.Windows.At(start, "nope")
 	}
 	period, _ := quota.Period(e.now)
 	read(&c.Quota, quota.Key(e.tenant, period))
-	var err error
 	if c.Leases, err = e.st.InFlight(ctx, breaker.Key(e.tenant, holdServer), e.now); err != nil {
 		errs = append(errs, err)
 	}
@@ -846,7 +845,8 @@ func (l *storeLatency) ReleaseLease(ctx context.Context, key, holder string) err
 }
 
 // stallBackend stops one kind of store call of one call until released:
-// HoldApproval, or Incr of keys containing stallKey.
+// HoldApproval, or the Admit of session stallKey (its session and tool
+// windows: session.Admitter).
 type stallBackend struct {
 	backend.Backend
 	approval bool
@@ -870,11 +870,11 @@ func (s *stallBackend) HoldApproval(ctx context.Context, cand approval.Approval,
 	return s.Backend.HoldApproval(ctx, cand, now)
 }
 
-func (s *stallBackend) Incr(ctx context.Context, key string, limit int64, expires time.Time) (int64, bool, error) {
-	if s.stallKey != "" && strings.Contains(key, s.stallKey) {
+func (s *stallBackend) Admit(ctx context.Context, tenant, id, caller string, now time.Time, l session.Limits, w session.Window) (session.Record, session.Admission, error) {
+	if s.stallKey != "" && id == s.stallKey {
 		s.stall()
 	}
-	return s.Backend.Incr(ctx, key, limit, expires)
+	return s.Backend.Admit(ctx, tenant, id, caller, now, l, w)
 }
 
 // runNoSlotWhileDeciding: with UPSTREAM_MAX_CONCURRENT 1, a call that an
@@ -912,10 +912,13 @@ func runNoSlotWhileDeciding(t *testing.T, stores holdStores, async bool) {
 			ctx := context.Background()
 			must(t, sb.Backend.Create(ctx, session.Record{ID: other, Tenant: e.tenant, Caller: holdCaller, Created: e.now, LastSeen: e.now}))
 			if !tc.approval { // the other session's window is full
-				k, _ := ratelimit.Keys(e.tenant, other, "", "", e.now)
+				w := session.Window{Start: e.now.UTC().Truncate(ratelimit.Window), PerSession: 2}
 				for range 2 {
-					_, _, err := sb.Backend.Incr(ctx, k, 0, e.now.Add(time.Hour))
+					_, a, err := sb.Backend.Admit(ctx, e.tenant, other, holdCaller, e.now, session.Limits{}, w)
 					must(t, err)
+					if !a.Counted() {
+						t.Fatalf("filling the other session's window: %+v", a)
+					}
 				}
 				sb.stallKey = other
 			}
@@ -1000,18 +1003,18 @@ func runMinting(t *testing.T, stores holdStores) {
 			}
 			ctx := context.Background()
 			exp := e.now.Add(time.Hour)
-			for _, w := range []struct {
-				owner string
-				want  int64
-			}{{"key:" + e.keyID, 1}, {sid, limit}} {
-				sKey, tKey := ratelimit.Keys(e.tenant, w.owner, holdServer, "echo", e.now)
-				key := sKey
-				if tc.perTool > 0 {
-					key = tKey
-				}
-				if n, err := peek(ctx, e.st, key, exp); err != nil || n != w.want {
-					t.Errorf("window of %s: %d %v, want %d", w.owner, n, err, w.want)
-				}
+			// The key's window is a counter; the session's is in its record.
+			sKey, tKey := ratelimit.Keys(e.tenant, "key:"+e.keyID, holdServer, "echo", e.now)
+			key, tool := sKey, ""
+			if tc.perTool > 0 {
+				key, tool = tKey, holdServer+"/echo"
+			}
+			if n, err := peek(ctx, e.st, key, exp); err != nil || n != 1 {
+				t.Errorf("window of the key: %d %v, want 1", n, err)
+			}
+			rec, err := e.st.Session(ctx, e.tenant, sid, e.now, session.Limits{})
+			if n := rec.Windows.At(e.now.UTC().Truncate(ratelimit.Window), tool); err != nil || n != limit {
+				t.Errorf("window of the minted session: %d %v, want %d", n, err, limit)
 			}
 			if got := e.up.Calls("echo"); got != limit {
 				t.Errorf("upstream ran %d calls, want %d", got, limit)

@@ -33,12 +33,15 @@ type stage struct {
 var stages = [...]stage{
 	{slot: pipeline.Session, scope: pipeline.Every, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
 		s := g.o.Settings
-		return sessioncheck.New(g.b, session.NewLimits(s.SessionLifetime, s.SessionIdle), g.o.Now, g.o.Logger)
+		// The session's own rate windows are counted with its touch, in
+		// its record, when the rate-limit stage is on (docs/design/cost.md).
+		w := sessioncheck.Windows{PerSession: max(s.RateLimitPerSession, 0), PerTool: max(s.RateLimitPerTool, 0), Scope: rateLimitScope}
+		return sessioncheck.New(g.b, session.NewLimits(s.SessionLifetime, s.SessionIdle), w, g.o.Now, g.o.Logger)
 	}},
 	{slot: pipeline.Params, scope: pipeline.ToolCall, mode: pipeline.FailClosed, check: func(*Gateway) pipeline.Check {
 		return params.Check{}
 	}},
-	{slot: pipeline.RateLimit, scope: pipeline.Decided | pipeline.Relayed | pipeline.Answered, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
+	{slot: pipeline.RateLimit, scope: rateLimitScope, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
 		s := g.o.Settings
 		o := ratelimit.Options{PerSession: s.RateLimitPerSession, PerTool: s.RateLimitPerTool, PerKey: s.RateLimitPerKey}
 		if o.PerSession <= 0 && o.PerTool <= 0 && o.PerKey <= 0 {
@@ -92,6 +95,10 @@ var stages = [...]stage{
 		return g.content.results
 	}},
 }
+
+// rateLimitScope is the rate-limit stage's scope, and so the calls the
+// session stage counts in their session's own windows (sessioncheck.Windows).
+const rateLimitScope = pipeline.Decided | pipeline.Relayed | pipeline.Answered
 
 // buildPipeline loops over the stage table.
 func (g *Gateway) buildPipeline() (*pipeline.Pipeline, error) {

@@ -63,6 +63,9 @@ func sessionSize(key string, r session.Record) int {
 	for k, v := range r.Upstream {
 		n += 64 + len(k) + len(v)
 	}
+	for k := range r.Windows.Tools {
+		n += 48 + len(k)
+	}
 	return n
 }
 
@@ -81,6 +84,7 @@ func (s *Store) SetSessionLimits(l session.Limits) {
 func (s *Store) Create(_ context.Context, r session.Record) error {
 	k := sessionKey(r.Tenant, r.ID)
 	r.Upstream = maps.Clone(r.Upstream)
+	r.Windows.Tools = maps.Clone(r.Windows.Tools)
 	e := &sessionEntry{key: k, rec: r, size: sessionSize(k, r)}
 	var gone []session.Record
 	s.mu.Lock()
@@ -212,3 +216,50 @@ func (s *Store) Delete(_ context.Context, tenant, id string) error {
 }
 
 var _ session.Store = (*Store)(nil)
+
+// Admit implements session.Admitter by session.Admitted, under the lock.
+func (s *Store) Admit(_ context.Context, tenant, id, caller string, now time.Time, l session.Limits, w session.Window) (session.Record, session.Admission, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &s.sessions
+	t.limits = l
+	if now.After(t.now) {
+		t.now = now
+	}
+	var kb [256]byte
+	e, ok := t.m[string(appendSessionKey(kb[:0], tenant, id))]
+	if !ok || l.Expired(e.rec, now) || e.rec.Caller != caller {
+		return session.Record{}, session.Admission{}, store.ErrNotFound
+	}
+	r, a := session.Admitted(e.rec, now, w)
+	if a.Counted() {
+		t.resize(e, r)
+		t.lru.MoveToBack(e.elem)
+	}
+	return r, a, nil
+}
+
+// GiveBack implements session.Admitter by session.GivenBack.
+func (s *Store) GiveBack(_ context.Context, tenant, id string, w session.Window) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &s.sessions
+	if e, ok := t.m[sessionKey(tenant, id)]; ok {
+		t.resize(e, session.GivenBack(e.rec, w))
+	}
+	return nil
+}
+
+// resize puts r in e's place and accounts for its size (its windows'
+// tools included; session.MaxToolWindows bounds them).
+func (t *sessionTable) resize(e *sessionEntry, r session.Record) {
+	e.rec = r
+	t.bytes -= e.size
+	e.size = sessionSize(e.key, r)
+	for k, a := range e.asked {
+		e.size += askedSize(k, a)
+	}
+	t.bytes += e.size
+}
+
+var _ session.Admitter = (*Store)(nil)

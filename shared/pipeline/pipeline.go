@@ -63,6 +63,15 @@ type Call struct {
 	// and the audit trail never take it for a tool of the same name.
 	Target string
 
+	// SessionWindows is set by the session check when it counted the
+	// call's session and tool rate windows in its session's record, with
+	// its touch, in one write (session.Admitter; docs/design/cost.md,
+	// decision 4): the rate-limit check then decides those windows from
+	// it and counts only the others. Its Admission and Err are written by
+	// the session check's store work and read once the session stage has
+	// decided. nil: the rate-limit check counts every window itself.
+	SessionWindows *session.AdmitResult
+
 	IdempotencyKey string
 	PolicyHash     string // hash of the policy set in force (audit)
 
@@ -89,6 +98,14 @@ type Call struct {
 	PolicyVerdict  string
 	PolicyRule     string
 	PolicyAudit    bool
+
+	// Settles: the caller finishes the call (Finish) whatever its
+	// outcome, before it answers. Run then leaves a refused call's
+	// give-backs to Finish, which the caller overlaps with its other
+	// settling writes (the audit record): one round trip for both, and
+	// still nothing held when the answer is written. False: Run gives
+	// back before it returns.
+	Settles bool
 
 	// Inline: every store is in this process (the embedded store), so
 	// checks run their store work at once instead of on goroutines (see
@@ -388,7 +405,8 @@ func (p *Pipeline) Slots() []Slot {
 // until one refuses. For a decided request (tools/call, a read) the prefetchers
 // start together first, resolvers ahead of the others; verdicts are still
 // taken in order. When a stage refuses, what every prefetcher took for the
-// call is given back before Run returns.
+// call is given back before Run returns, or, when c.Settles, by c's
+// Finish.
 func (p *Pipeline) Run(ctx context.Context, c *Call) error {
 	return p.run(ctx, c, numSlots)
 }
@@ -429,7 +447,11 @@ func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
 		}
 		err := p.decide(ctx, st, c, decide)
 		if err != nil {
-			undoAll(c, pre)
+			if c.Settles {
+				c.OnDoneAsync(func(audit.Outcome) { undoAll(c, pre) })
+			} else {
+				undoAll(c, pre)
+			}
 			return err
 		}
 	}

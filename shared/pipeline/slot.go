@@ -136,6 +136,9 @@ const (
 )
 
 // scope is the scope c runs under.
+// In reports whether c's request is in scope s (a stage's Scope).
+func (c *Call) In(s Scope) bool { return c.scope()&s != 0 }
+
 func (c *Call) scope() Scope {
 	switch {
 	case c.Relayed && c.Method == ResponseMethod:

@@ -24,6 +24,7 @@ import (
 
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
+	"github.com/aegis-gw/aegis/shared/session"
 )
 
 // Counter counts events in named windows. shared/memstore and shared/dynamo
@@ -91,6 +92,26 @@ func Keys(tenant, session, server, tool string, now time.Time) (sessionKey, tool
 	return "rl#s#" + tenant + "#" + session + "#" + w, "rl#t#" + tenant + "#" + session + "#" + w + "#" + tool
 }
 
+// ToolOf is the server and tool whose window c counts in: the routed
+// server and its tool's upstream name (route resolves first), so that the
+// names a tool answers to share one window; else what the client named.
+func ToolOf(c *pipeline.Call) (server, tool string) {
+	if c.Server != nil {
+		return c.Server.Name, c.UpstreamTool
+	}
+	return c.RequestedServer, c.Tool
+}
+
+// ToolWindow is the name of c's tool window in its session's record
+// (session.Window.Tool): the tool part of Keys.
+func ToolWindow(c *pipeline.Call) string {
+	server, tool := ToolOf(c)
+	if server != "" {
+		return server + "/" + tool
+	}
+	return tool
+}
+
 // KeyWindow returns the counter key of the API key's window (all its
 // sessions) that contains now. Exported for docs and tests.
 func KeyWindow(tenant, keyID string, now time.Time) string {
@@ -114,15 +135,18 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	now := k.now()
 	start := now.UTC().Truncate(Window)
 	end := start.Add(Window)
-	server, tool := c.RequestedServer, c.Tool
-	if c.Server != nil { // routed (route resolves first): one key per tool, whatever name it was called by
-		server, tool = c.Server.Name, c.UpstreamTool
-	}
+	server, tool := ToolOf(c)
+	// Windows the session check counted in the session's record
+	// (c.SessionWindows) are decided from what it found, not counted here.
+	folded := c.SessionWindows
 	// One record for what the closures share: one allocation for the
 	// windows, their waits and the undo's once, not one for each.
 	p := &prefetched{}
 	var ownerRoom [2]string
 	for _, who := range owners(c, ownerRoom[:0]) {
+		if folded != nil && who == c.SessionID {
+			continue
+		}
 		sKey, tKey := Keys(c.Tenant.ID, who, server, tool, now)
 		if k.perSession > 0 {
 			p.add(result{scope: ScopeSession, key: sKey, limit: k.perSession})
@@ -151,6 +175,18 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 			retry = 1
 		}
 		var unreachable error
+		if folded != nil {
+			switch a := folded.Admission; {
+			case folded.Err != nil:
+				unreachable = folded.Err
+			case a.SessionFull:
+				return refusal.RateLimit(ScopeSession, int(folded.Window.PerSession), retry)
+			case a.ToolFull:
+				return refusal.RateLimit(ScopeTool, int(folded.Window.PerTool), retry)
+			case a.ToolsFull:
+				return refusal.RateLimitTools(session.MaxToolWindows, retry)
+			}
+		}
 		for _, w := range windows {
 			if w.err != nil {
 				unreachable = w.err // the stage's mode applies, unless a window refused

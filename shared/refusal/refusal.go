@@ -312,6 +312,14 @@ func RateLimit(scope string, limit int, retryAfterMs int64) *Refusal {
 		With("scope", scope).With("limit", limit).With("retry_after_ms", retryAfterMs)
 }
 
+// RateLimitTools is -32004 for a call of one more distinct tool in a
+// minute in which its session has already called limit others (the tool
+// windows its record keeps, session.MaxToolWindows): scope "tool".
+func RateLimitTools(limit int, retryAfterMs int64) *Refusal {
+	return New(RateLimited, fmt.Sprintf("Rate limit exceeded: %d distinct tools per minute per session; retry in %ds", limit, retrySecs(retryAfterMs))).
+		With("scope", "tool").With("limit", limit).With("retry_after_ms", retryAfterMs)
+}
+
 // retrySecs is a wait of ms milliseconds in whole seconds, rounded up, at
 // least 1.
 func retrySecs(ms int64) int64 { return max(1, (ms+999)/1000) }

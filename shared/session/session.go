@@ -28,6 +28,11 @@ type Record struct {
 	ToolCalls   int       `json:"tool_calls,omitempty"`
 	Steps       []int64   `json:"steps,omitempty"`
 
+	// Windows are the session's own rate windows of its current minute
+	// (window.go), counted by Admitter.Admit; not part of the record's
+	// JSON.
+	Windows Windows `json:"-"`
+
 	// Capabilities are, on a 2026-07-28 request's record (never stored),
 	// the capabilities its _meta declares, as the gateway relays them
 	// (upstream.Caps.JSON). A stored session's set is not here: its id

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
@@ -57,7 +58,20 @@ func NewSessionKey(tenant, key string, now time.Time) string {
 // Counter for the ceiling on new sessions. backend.Backend is one.
 type Store interface {
 	session.Store
+	session.Admitter
 	ratelimit.Counter
+}
+
+// Windows are the rate limits, in calls per minute, whose session and tool
+// windows the check counts in the session's own record for a call on an
+// existing session in Scope, the rate-limit stage's scope
+// (ratelimit.Options' PerSession and PerTool, 0: off): the read (or
+// touch) and both counts are then one write (session.Admitter.Admit), and
+// the rate-limit check decides those windows from Call.SessionWindows.
+// Zero limits: the check only reads or touches the session.
+type Windows struct {
+	PerSession, PerTool int
+	Scope               pipeline.Scope
 }
 
 // Check is the pipeline's "session" slot. A call without a session id gets
@@ -78,19 +92,20 @@ type Store interface {
 type Check struct {
 	store  Store
 	limits session.Limits
+	win    Windows
 	now    func() time.Time
 	log    *slog.Logger
 }
 
 // New returns the session check.
-func New(s Store, l session.Limits, now func() time.Time, log *slog.Logger) *Check {
+func New(s Store, l session.Limits, w Windows, now func() time.Time, log *slog.Logger) *Check {
 	if now == nil {
 		now = time.Now
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Check{store: s, limits: l, now: now, log: log}
+	return &Check{store: s, limits: l, win: w, now: now, log: log}
 }
 
 // Check implements pipeline.Check.
@@ -117,7 +132,7 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		return func() error { return refusal.Session() }, nil
 	}
 	if c.SessionID == "" {
-		return k.mint(ctx, c, now), nil
+		return k.mint(ctx, c, now)
 	}
 	var res struct {
 		r   session.Record
@@ -128,6 +143,9 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	// session and touches it after the answer, only when stale; the
 	// others touch it at once.
 	later := !c.Relayed && pipeline.ScopeOf(c.Method)&pipeline.Decided != 0
+	if k.windowsOn() && c.In(k.win.Scope) {
+		return k.admit(ctx, c, now, later)
+	}
 	wait := c.Async(func() {
 		if later {
 			res.r, res.err = k.store.Session(ctx, tenant, id, now, k.limits)
@@ -157,6 +175,86 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	}, nil
 }
 
+// admit is Prefetch for a call on an existing session that counts in its
+// rate windows: one Admit reads the session, touches it and counts the
+// call in its session and tool windows (c.SessionWindows, which the
+// rate-limit check decides from). undo gives back what it counted, in
+// one write, when the call is refused by any stage. later: a decided
+// call, whose session is touched after its answer when nothing counted.
+func (k *Check) admit(ctx context.Context, c *pipeline.Call, now time.Time, later bool) (func() error, func()) {
+	res := k.windows(c, now)
+	var (
+		r   session.Record
+		err error
+	)
+	tenant, id, caller := c.Tenant.ID, c.SessionID, c.Caller
+	wait := c.Async(func() {
+		r, res.Admission, err = k.store.Admit(ctx, tenant, id, caller, now, k.limits, res.Window)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			res.Err = err
+		}
+	})
+	decide := func() error {
+		wait()
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// Missing, expired, or another caller's: nothing counted.
+			return refusal.Session()
+		case err != nil:
+			c.Session = session.Record{ID: c.SessionID, Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
+			return err
+		}
+		c.Session = r
+		if !res.Admission.Counted() && k.limits.Stale(r, now) {
+			// At a rate limit: the call is refused, and nothing was
+			// written; the session is touched as a read call touches it.
+			if later {
+				c.OnDoneAsync(func(audit.Outcome) { k.touch(ctx, c, now) })
+			} else {
+				k.touch(ctx, c, now)
+			}
+		}
+		return nil
+	}
+	return decide, k.giveBack(ctx, c, wait, func() bool { return err == nil && res.Admission.Counted() })
+}
+
+func (k *Check) windowsOn() bool { return k.win.PerSession > 0 || k.win.PerTool > 0 }
+
+// windows is the AdmitResult of c's session and tool windows at now, set
+// on c (Call.SessionWindows) for the rate-limit check.
+func (k *Check) windows(c *pipeline.Call, now time.Time) *session.AdmitResult {
+	res := &session.AdmitResult{Window: session.Window{
+		Start:      now.UTC().Truncate(ratelimit.Window),
+		PerSession: int64(k.win.PerSession),
+		Tool:       ratelimit.ToolWindow(c),
+		PerTool:    int64(k.win.PerTool),
+	}}
+	c.SessionWindows = res
+	return res
+}
+
+// giveBack is the undo of a call whose windows were counted in its
+// session's record: once wait has returned, when counted reports that
+// they were, one GiveBack.
+func (k *Check) giveBack(ctx context.Context, c *pipeline.Call, wait func(), counted func() bool) func() {
+	var once sync.Once
+	tenant, id, w := c.Tenant.ID, c.SessionID, c.SessionWindows.Window
+	return func() {
+		once.Do(func() {
+			wait()
+			if !counted() {
+				return
+			}
+			cctx, cancel := c.SettleContext(ctx, touchTimeout)
+			defer cancel()
+			if err := k.store.GiveBack(cctx, tenant, id, w); err != nil {
+				k.log.WarnContext(ctx, "session rate windows not given back", "tenant", tenant, "correlation_id", c.CorrelationID, "err", err)
+			}
+		})
+	}
+}
+
 // touchTimeout bounds the touch a decided call makes after its answer.
 const touchTimeout = 2 * time.Second
 
@@ -177,7 +275,7 @@ func (k *Check) touch(ctx context.Context, c *pipeline.Call, now time.Time) {
 // a remote store the count and the write overlap (one round trip, as for
 // a call on an existing session), and a session written for a call the
 // ceiling refuses is deleted again.
-func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) func() error {
+func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) (func() error, func()) {
 	id := NewID()
 	if c.Method == "initialize" {
 		if caps := upstream.ParseCaps(jsonrpc.Member(c.Params, "capabilities")); caps != 0 {
@@ -187,10 +285,17 @@ func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) func(
 	r := session.Record{ID: id, Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
 	m, err := declaredManifest(c.Params)
 	if err != nil {
-		return func() error { return err }
+		return func() error { return err }, nil
 	}
 	r.Manifest = m
 	c.SessionID, c.NewSession = r.ID, true
+	// A decided call counts in the new session's own windows: it is
+	// created with them counted.
+	var res *session.AdmitResult
+	if k.windowsOn() && c.In(k.win.Scope) {
+		res = k.windows(c, now)
+		r, _ = session.Admitted(r, now, res.Window)
+	}
 	owner := c.KeyID
 	if owner == "" {
 		owner = "caller:" + c.Caller
@@ -209,6 +314,9 @@ func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) func(
 	create := func() {
 		err = k.store.Create(ctx, r)
 		created = err == nil
+		if res != nil && err != nil {
+			res.Err = err
+		}
 	}
 	if c.Inline {
 		count()
@@ -218,6 +326,10 @@ func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) func(
 		countWait, wait = func() {}, func() {}
 	} else {
 		countWait, wait = c.Async(count), c.Async(create)
+	}
+	var undo func()
+	if res != nil {
+		undo = k.giveBack(ctx, c, func() { countWait(); wait() }, func() bool { return created })
 	}
 	return func() error {
 		countWait()
@@ -238,7 +350,7 @@ func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) func(
 			return err // not stored: the stage fails open
 		}
 		return countErr // not counted: the stage fails open
-	}
+	}, undo
 }
 
 // declaredManifest is the session manifest the request that opens a

@@ -35,7 +35,7 @@ func TestNewSessionCeiling(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			st := memstore.New()
 			now := time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)
-			k := sessioncheck.New(st, session.Limits{Lifetime: time.Hour, Idle: time.Hour}, func() time.Time { return now }, quiet)
+			k := sessioncheck.New(st, session.Limits{Lifetime: time.Hour, Idle: time.Hour}, sessioncheck.Windows{}, func() time.Time { return now }, quiet)
 			ctx := context.Background()
 			var first string
 			for i := range sessioncheck.MaxNewSessionsPerMinute {
@@ -85,7 +85,7 @@ func TestNewSessionCeiling(t *testing.T) {
 // carries it cut, for the checks after this one and the audit record.
 func TestLongSessionID(t *testing.T) {
 	st := memstore.New()
-	k := sessioncheck.New(st, session.Limits{}, time.Now, quiet)
+	k := sessioncheck.New(st, session.Limits{}, sessioncheck.Windows{}, time.Now, quiet)
 	c := mintCall("k1", true)
 	c.SessionID = strings.Repeat("s", 1<<20)
 	err := k.Check(context.Background(), c)
@@ -107,7 +107,7 @@ func TestDecidedCallTouchesWhenStale(t *testing.T) {
 		t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 		now := t0
 		l := session.NewLimits(time.Hour, 30*time.Minute) // Refresh: a minute
-		k := sessioncheck.New(st, l, func() time.Time { return now }, quiet)
+		k := sessioncheck.New(st, l, sessioncheck.Windows{}, func() time.Time { return now }, quiet)
 		ctx := context.Background()
 		if err := st.Create(ctx, session.Record{ID: "s1", Tenant: "acme", Caller: "agent", Created: t0, LastSeen: t0}); err != nil {
 			t.Fatal(err)
