@@ -756,6 +756,13 @@ func TestRefusedCallHoldsNothing(t *testing.T) {
 func runHundred(t *testing.T, stores []backend.Backend) {
 	e := newHoldEnv(t, stores, "hundred", func(s *config.Settings) {
 		s.RateLimitPerSession, s.RateLimitPerTool, s.UpstreamMaxConcurrent = 5, 0, 5
+		// A request's deadline is the upstream timeout plus the store
+		// margin, and it runs from the request's start: on moto (one
+		// process answering every request in turn) under -race on a
+		// busy machine, the 5 admitted calls' waves queue behind the
+		// other 95 calls' writes for longer than 20 s. The test counts
+		// state, not time: give them room.
+		s.UpstreamTimeout = time.Minute
 	}, roomyQuota)
 	var (
 		mu       sync.Mutex
