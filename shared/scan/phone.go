@@ -469,7 +469,7 @@ func validInternational(c *phoneCand) bool {
 // digits as that format groups them.
 func (s *Scanner) validNational(c *phoneCand, lib *int) *phoneRegion {
 	d := c.d[:c.n]
-	for _, r := range s.phoneRegions {
+	for _, r := range s.phoneRegions() {
 		nsn := d
 		if r.prefix != "" && len(d) > len(r.prefix) && string(d[:len(r.prefix)]) == r.prefix {
 			nsn = d[len(r.prefix):]

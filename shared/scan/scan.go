@@ -164,8 +164,11 @@ type Scanner struct {
 	// separator after it (a phone number's first group).
 	digitRuns, phoneRuns uint32
 	maxDepth             int
-	// phoneRegions: Options.PhoneRegions' metadata, when phones are on.
-	phoneRegions []*phoneRegion
+	// phoneRegions: Options.PhoneRegions' metadata, when phones are on,
+	// read at the first phone candidate rather than in New: compiling
+	// the library's patterns takes tens of milliseconds, which a Lambda
+	// cold start would otherwise pay before its first request.
+	phoneRegions func() []*phoneRegion
 	pool         sync.Pool // *state
 	bufs         sync.Pool // *[]byte: decoded payloads (inject.go)
 }
@@ -199,7 +202,8 @@ func New(o *Options) *Scanner {
 		if o != nil && len(o.PhoneRegions) > 0 {
 			regions = o.PhoneRegions
 		}
-		s.phoneRegions = phoneRegions(regions)
+		ids := append([]string(nil), regions...) // the caller's slice may change after New
+		s.phoneRegions = sync.OnceValue(func() []*phoneRegion { return phoneRegions(ids) })
 	}
 	s.pool.New = func() any { return newState(s) }
 	return s
