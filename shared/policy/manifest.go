@@ -167,6 +167,14 @@ func (b *Bounds) Narrow(o *Bounds) *Bounds {
 	}
 }
 
+// Counted reports whether b reads a session's manifest counters
+// (session.Counter: the idle clock LastAllowed, tool_calls, the declared
+// steps): max_idle_secs, max_tool_calls or max_steps. Grants and the
+// lifetime read none.
+func (b *Bounds) Counted() bool {
+	return b != nil && (b.idle > 0 || b.maxToolCalls > 0 || b.maxSteps > 0)
+}
+
 // MaxToolCalls is b's max_tool_calls (0: no limit). The caller reserves a
 // tools/call against it before sending the call (session.Counter.Reserve),
 // so that the limit holds for calls in flight together.

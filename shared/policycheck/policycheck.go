@@ -36,7 +36,9 @@
 // call the whole pipeline allowed and the gateway forwarded (it finished
 // with any outcome but refused) the check then counts the session's other
 // manifest counters (session.Counter.Count: the idle clock, the declared
-// step, and the tools/call when it was not reserved).
+// step, and the tools/call when it was not reserved), when a rule in force
+// reads them (counted): a manifest bounding the idle time, tool_calls or
+// steps, or Cedar policies. Without one the call writes nothing for them.
 package policycheck
 
 import (
@@ -276,10 +278,13 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 		return v.Refusal()
 	}
 	c.PolicyApproval = v.Held()
-	use := session.Use{At: req.Now, ToolCall: req.Method == policy.MethodToolsCall && !res.reserved.Load(), Step: step.N, Declared: step.Declared}
 	tenant, id := c.Tenant.ID, c.SessionID
+	if id == "" || !counted(l, bounds) {
+		return nil // no rule in force reads the counters: nothing to keep
+	}
+	use := session.Use{At: req.Now, ToolCall: req.Method == policy.MethodToolsCall && !res.reserved.Load(), Step: step.N, Declared: step.Declared}
 	c.OnDoneAsync(func(o audit.Outcome) {
-		if o == audit.OutcomeRefused || res.undone.Load() || id == "" {
+		if o == audit.OutcomeRefused || res.undone.Load() {
 			return // never sent: it spends nothing and keeps nothing alive
 		}
 		// Finish runs on the gateway's settling path, after the answer.
@@ -290,6 +295,20 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 		}
 	})
 	return nil
+}
+
+// counted reports whether a rule in force for a call reads its session's
+// manifest counters (the idle clock, tool_calls, the declared steps), so
+// that a forwarded call must count them (session.Counter.Count): the
+// manifests (the tenant's in l, and bounds, the key's and the session's
+// narrowed) set max_idle_secs, max_tool_calls or max_steps, or the
+// tenant's set has Cedar policies (they may read context.session.tool_calls).
+// Otherwise nothing reads them and the call writes nothing for them.
+func counted(l Loaded, bounds *policy.Bounds) bool {
+	if l.Bounds.Narrow(bounds).Counted() {
+		return true
+	}
+	return l.Set != nil && strings.TrimSpace(l.Set.Cedar) != ""
 }
 
 // reachMethod is the method c is bounded as when no Decider decides it

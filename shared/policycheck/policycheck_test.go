@@ -173,7 +173,7 @@ func TestCountsOnlyForwarded(t *testing.T) {
 		{audit.OutcomeAllowed, true}, {audit.OutcomeError, true}, {audit.OutcomeIndeterminate, true}, {audit.OutcomeRefused, false},
 	} {
 		t.Run(string(tc.outcome), func(t *testing.T) {
-			fs := &fakeStore{sets: map[string]string{}, keys: map[string]registry.Key{}}
+			fs := &fakeStore{sets: map[string]string{"acme": stepsBound}, keys: map[string]registry.Key{}}
 			k := policycheck.New(fs, fs, fs, nil)
 			c := newCall("acme", "echo")
 			c.Params = []byte(`{"name":"echo","arguments":{},"_meta":{"aegis/step":4}}`)
@@ -186,6 +186,53 @@ func TestCountsOnlyForwarded(t *testing.T) {
 			}
 			if tc.counted && (!fs.counts[0].ToolCall || !fs.counts[0].Declared || fs.counts[0].Step != 4) {
 				t.Errorf("use %+v", fs.counts[0])
+			}
+		})
+	}
+}
+
+// stepsBound is a set whose manifest reads the session's declared steps,
+// so that a forwarded call counts.
+const stepsBound = "manifest: {max_steps: 9}\n"
+
+// TestCountsOnlyWhenARuleReadsThem: a forwarded call writes the manifest
+// counters when a rule in force reads them (an idle, tool_calls or steps
+// bound of the tenant's, the key's or the session's manifest, or Cedar
+// policies) and writes nothing when none does (no set, roles only, a
+// manifest of grants and lifetime only).
+func TestCountsOnlyWhenARuleReadsThem(t *testing.T) {
+	for _, tc := range []struct {
+		name, set, sessionManifest string
+		keyManifest                *policy.Manifest
+		counted                    bool
+	}{
+		{name: "no set"},
+		{name: "roles only", set: "roles: {agent: {allow: ['mock/*']}}\n"},
+		{name: "grants and lifetime", set: "manifest: {max_lifetime_secs: 3600, grants: {tools/call: ['mock/*']}}\n"},
+		{name: "tenant idle bound", set: "manifest: {max_idle_secs: 900}\n", counted: true},
+		{name: "tenant max_steps", set: stepsBound, counted: true},
+		{name: "tenant max_tool_calls", set: "manifest: {max_tool_calls: 9}\n", counted: true},
+		{name: "cedar", set: echoOnly, counted: true},
+		{name: "key manifest", keyManifest: &policy.Manifest{MaxIdleSecs: 900}, counted: true},
+		{name: "session manifest", sessionManifest: `{"max_steps":9}`, counted: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := &fakeStore{sets: map[string]string{}, keys: map[string]registry.Key{}}
+			if tc.set != "" {
+				fs.sets["acme"] = tc.set
+			}
+			k := policycheck.New(fs, fs, fs, nil)
+			c := newCall("acme", "echo")
+			c.Roles = []string{"agent"}
+			c.KeyManifest = tc.keyManifest
+			c.Session.Manifest = tc.sessionManifest
+			c.Session.Created = time.Now()
+			if err := k.Check(context.Background(), c); err != nil {
+				t.Fatal(err)
+			}
+			c.Finish(audit.OutcomeAllowed)
+			if got := len(fs.counts) == 1; got != tc.counted {
+				t.Fatalf("counts %v, want counted %v", fs.counts, tc.counted)
 			}
 		})
 	}
@@ -260,7 +307,7 @@ func TestNotCountedWhenALaterStageFails(t *testing.T) {
 		{"no later stage", nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fs := &fakeStore{sets: map[string]string{}, keys: map[string]registry.Key{}}
+			fs := &fakeStore{sets: map[string]string{"acme": stepsBound}, keys: map[string]registry.Key{}}
 			k := policycheck.New(fs, fs, fs, nil)
 			var stages []pipeline.Stage
 			for _, sl := range append(pipeline.Order[:], pipeline.ResultOrder[:]...) {
