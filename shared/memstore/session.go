@@ -139,11 +139,10 @@ func (s *Store) Touch(_ context.Context, tenant, id string, now time.Time, l ses
 	return s.seen(tenant, id, now, l, true)
 }
 
-// seen is Session, and Touch when touch.
-func (s *Store) seen(tenant, id string, now time.Time, l session.Limits, touch bool) (session.Record, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := &s.sessions
+// live is the entry of a session that has not expired at now under l,
+// or nil; it moves the table's clock and limits to the caller's. Under
+// the store's lock.
+func (t *sessionTable) live(tenant, id string, now time.Time, l session.Limits) *sessionEntry {
 	t.limits = l
 	if now.After(t.now) {
 		t.now = now
@@ -151,6 +150,18 @@ func (s *Store) seen(tenant, id string, now time.Time, l session.Limits, touch b
 	var kb [256]byte
 	e, ok := t.m[string(appendSessionKey(kb[:0], tenant, id))]
 	if !ok || l.Expired(e.rec, now) {
+		return nil
+	}
+	return e
+}
+
+// seen is Session, and Touch when touch.
+func (s *Store) seen(tenant, id string, now time.Time, l session.Limits, touch bool) (session.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &s.sessions
+	e := t.live(tenant, id, now, l)
+	if e == nil {
 		return session.Record{}, store.ErrNotFound
 	}
 	if touch {
@@ -222,13 +233,8 @@ func (s *Store) Admit(_ context.Context, tenant, id, caller string, now time.Tim
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := &s.sessions
-	t.limits = l
-	if now.After(t.now) {
-		t.now = now
-	}
-	var kb [256]byte
-	e, ok := t.m[string(appendSessionKey(kb[:0], tenant, id))]
-	if !ok || l.Expired(e.rec, now) || e.rec.Caller != caller {
+	e := t.live(tenant, id, now, l)
+	if e == nil || e.rec.Caller != caller {
 		return session.Record{}, session.Admission{}, store.ErrNotFound
 	}
 	r, a := session.Admitted(e.rec, now, w)
