@@ -17,6 +17,11 @@
 // that dies mid-call frees its slot after LeaseTTL. The next call gets
 // -32063.
 //
+// Reads: a process that read a circuit closed with no failures decides
+// the calls of the next Reread (1 s) without reading it again; a failure it
+// sees itself makes it read at once. Another process's opening of the
+// circuit is so seen up to Reread late (docs/design/cost.md).
+//
 // When the store cannot be reached the check reports it and its stage fails
 // open, like the limiter): the breaker protects upstreams, it is not an
 // access control.
@@ -52,14 +57,63 @@ type Options struct {
 	// with its own deadline).
 	LeaseTTL        time.Duration
 	UpstreamTimeout time.Duration // for the LeaseTTL default; 0: 10s
-	Now             func() time.Time
-	Logger          *slog.Logger
+	// Reread is how long a circuit this process read closed and clean
+	// is taken as still so without reading it again (0: 1s; negative:
+	// read on every call). A failure this process sees forgets it at
+	// once. docs/design/cost.md, "The circuit read".
+	Reread time.Duration
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Check is the breaker slot. It is safe for concurrent use.
 type Check struct {
 	o     Options
-	clean sync.Map // key → struct{}: circuits this process last saw closed and clean
+	clean cleanSet // circuits this process last read closed and clean, and when
+}
+
+// maxClean bounds the circuits a process remembers as clean: past it the
+// set starts again empty (each circuit is then read once more). An entry
+// is a key (a tenant and server name, at most a few hundred bytes) and a
+// time, so the set stays under a few MB.
+const maxClean = 4096
+
+// cleanSet is the circuits a process last read closed with no failures,
+// with the (injected) time of that read.
+type cleanSet struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+// fresh reports whether key was read clean less than d before now.
+func (s *cleanSet) fresh(key string, now time.Time, d time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.m[key]
+	return ok && now.Sub(at) < d && !now.Before(at)
+}
+
+// has reports whether key is remembered clean, however long ago.
+func (s *cleanSet) has(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[key]
+	return ok
+}
+
+func (s *cleanSet) put(key string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || (len(s.m) >= maxClean && s.m[key].IsZero()) {
+		s.m = make(map[string]time.Time)
+	}
+	s.m[key] = at
+}
+
+func (s *cleanSet) forget(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, key)
 }
 
 // New returns the check; o is copied and defaults filled.
@@ -75,6 +129,9 @@ func New(o Options) *Check {
 	}
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = 5*o.UpstreamTimeout + 10*time.Second
+	}
+	if o.Reread == 0 {
+		o.Reread = time.Second
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -109,7 +166,12 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	// One record of what the closures below share: one allocation, not one
 	// per variable they capture.
 	p := &prefetched{key: Key(c.Tenant.ID, c.Server.Name), server: c.Server.Name, holder: newHolder(), now: k.o.Now()}
-	waitRead := c.Async(func() { p.first, p.firstErr = k.o.Store.Circuit(ctx, p.key) })
+	waitRead := func() {}
+	// A circuit this process read closed and clean within Reread is not
+	// read again: the call is decided as the zero (closed, clean) record.
+	if p.cached = k.clean.fresh(p.key, p.now, k.o.Reread); !p.cached {
+		waitRead = c.Async(func() { p.first, p.firstErr = k.o.Store.Circuit(ctx, p.key) })
+	}
 	release := func() {
 		p.released.Do(func() {
 			bg := context.WithoutCancel(ctx)
@@ -128,7 +190,9 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		p.decided = true
 		var ref *refusal.Refusal
 		var unavailable error // the store could not answer: the stage fails open
-		p.probe, ref, unavailable = k.admit(ctx, p.key, p.server, p.holder, p.now, p.first, p.firstErr)
+		if !p.cached {
+			p.probe, ref, unavailable = k.admit(ctx, p.key, p.server, p.holder, p.now, p.first, p.firstErr)
+		}
 		if ref != nil {
 			release()
 			return ref
@@ -175,6 +239,7 @@ type prefetched struct {
 	first               Circuit
 	firstErr            error
 	probe, leased       bool
+	cached              bool // decided from the clean set, not read
 	decided             bool
 	handedOff           bool // decide registered the release with the call
 	released            sync.Once
@@ -194,15 +259,13 @@ func (k *Check) admit(ctx context.Context, key, server, holder string, now time.
 		st := stateAt(c, now)
 		if st == closed {
 			if c.Failures == 0 {
-				if _, ok := k.clean.Load(key); !ok { // a Store of a present key still allocates
-					k.clean.Store(key, struct{}{})
-				}
+				k.clean.put(key, now)
 			} else {
-				k.clean.Delete(key)
+				k.clean.forget(key)
 			}
 			return false, nil, nil
 		}
-		k.clean.Delete(key)
+		k.clean.forget(key)
 		if st == open {
 			secs := int(math.Ceil(c.OpenUntil.Sub(now).Seconds()))
 			return false, refusal.New(refusal.UpstreamUnavailable, fmt.Sprintf(
@@ -253,14 +316,14 @@ func (k *Check) Observe(srv *registry.Server, err error) {
 		if err != nil {
 			return // not the upstream's doing (e.g. credential unavailable)
 		}
-		if _, ok := k.clean.Load(key); ok {
+		if k.clean.has(key) {
 			return // closed and clean when this call was admitted: nothing to reset
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if failed {
-		k.clean.Delete(key)
+		k.clean.forget(key)
 	}
 	if rerr := k.record(ctx, key, failed); rerr != nil {
 		k.o.Logger.WarnContext(ctx, "breaker: result not recorded", "key", key, "failed", failed, "err", rerr)

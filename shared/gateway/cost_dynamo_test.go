@@ -190,15 +190,15 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 		want     costWant
 	}{
 		{name: "allowed, template defaults", tool: "echo", args: echoArgs,
-			want: costWant{6, 5, 1, 5, 2, 3, 0}},
+			want: costWant{5, 5, 0, 5, 0, 3, 0}},
 		{name: "allowed, everything on", tune: billing, roles: []string{"ops"}, tool: "echo", args: echoArgs,
-			want: costWant{8, 7, 1, 7, 2, 3, 0}},
+			want: costWant{7, 7, 0, 7, 0, 3, 0}},
 		{name: "refused by a store-free check (-32053)", tool: "echo", args: `{"message":"card 4111 1111 1111 1111"}`, wantCode: -32053,
-			want: costWant{6, 5, 1, 5, 2, 2, 0}},
+			want: costWant{5, 5, 0, 5, 0, 2, 0}},
 		{name: "refused by the rate limit", tune: func(s *config.Settings) { s.RateLimitPerTool = 1 }, tool: "echo", args: echoArgs, wantCode: -32004,
-			want: costWant{5, 4, 1, 4, 2, 2, 0}},
+			want: costWant{4, 4, 0, 4, 0, 2, 0}},
 		{name: "held for approval", tool: "transfer", args: `{"to":"acct-1","amount":5}`, wantCode: -32061,
-			want: costWant{10, 8, 2, 14, 4, 5, 0}},
+			want: costWant{9, 8, 1, 14, 2, 5, 0}},
 		{name: "approved", prepare: func(t *testing.T, e *costEnv) {
 			a, _ := e.call(t, 90, "transfer", `{"to":"acct-1","amount":5}`)
 			var d struct {
@@ -211,7 +211,7 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, tool: "transfer", args: `{"to":"acct-1","amount":5}`,
-			want: costWant{11, 9, 2, 9, 4, 7, 0}},
+			want: costWant{10, 9, 1, 9, 2, 7, 0}},
 		// A minute later: every cache is past its lifetime (the key, the
 		// tenant's view, the kill switches, the pins' tally, the policy,
 		// the circuit); the session's one write (touch and count) starts
