@@ -5,8 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,12 +23,16 @@ import (
 // Audit item (audit table), one per record, every field its own attribute
 // so the table reads well in the console:
 //
-//	pk <tenant>  sk <time, audit.SortTimeLayout>#<correlation id>#<8 random hex>
+//	pk <tenant> or <tenant>#<shard>  sk <time, audit.SortTimeLayout>#<correlation id>#<8 random hex>
 //	ttl = time + AuditRetention
 //
-// Query reads one tenant's partition by sk BETWEEN from AND to (the range is
-// [From, To) because every sk extends its time with '#...'), with the filter
-// ttl > now: an expired record is never returned, collected or not.
+// A tenant's records are spread over AuditShards partitions by the first
+// digit of their random suffix (shard 0's pk is the tenant's name, as every
+// record's was before), so one tenant's records are not one partition's
+// write limit (docs/design/dynamodb.md). Query reads every shard by sk
+// BETWEEN from AND to (the range is [From, To) because every sk extends its
+// time with '#...'), with the filter ttl > now, and merges them by sort key:
+// an expired record is never returned, collected or not.
 // Writes are conditional on attribute_not_exists(sk) (a record is written
 // once; a collision of the random suffix is an error, never an overwrite).
 
@@ -34,7 +42,7 @@ import (
 func AuditItem(r audit.Record, retention time.Duration, suffix string) Item {
 	r = r.Bounded()
 	r.Time = r.Time.UTC()
-	it := Key(r.Tenant, r.Time.Format(audit.SortTimeLayout)+"#"+KeyPart(r.CorrelationID)+"#"+suffix)
+	it := Key(auditPK(r.Tenant, auditShard(suffix)), r.Time.Format(audit.SortTimeLayout)+"#"+KeyPart(r.CorrelationID)+"#"+suffix)
 	it[AttrTTL] = TTL(r.Time.Add(retention))
 	it["time"] = S(r.Time.Format(time.RFC3339Nano))
 	it["tenant"] = S(r.Tenant)
@@ -86,6 +94,44 @@ func AuditItem(r audit.Record, retention time.Duration, suffix string) Item {
 	str("prev", r.Prev)
 	str("hash", r.Hash)
 	return it
+}
+
+// AuditShards is how many partitions hold one tenant's audit records. At
+// DynamoDB's 1,000 write units a second per partition, 8 shards take 8,000
+// records a second per tenant (records are under 1 KB); a page of a query
+// reads all 8.
+const AuditShards = 8
+
+// auditPK is the partition key of a tenant's shard. Tenant names have no
+// '#' (registry names), so no shard's key is another tenant's.
+func auditPK(tenant string, shard int) string {
+	if shard == 0 {
+		return tenant
+	}
+	return tenant + "#" + strconv.Itoa(shard)
+}
+
+// AuditPKs lists the partition keys of tenant's audit records, shard 0
+// (its checkpoints' too) first: for those who read the table themselves.
+func AuditPKs(tenant string) []string {
+	out := make([]string, AuditShards)
+	for i := range out {
+		out[i] = auditPK(tenant, i)
+	}
+	return out
+}
+
+// auditShard is the shard of a record with this random suffix: its first
+// hex digit, modulo AuditShards.
+func auditShard(suffix string) int {
+	if suffix == "" {
+		return 0
+	}
+	d, err := strconv.ParseUint(suffix[:1], 16, 8)
+	if err != nil {
+		return 0
+	}
+	return int(d) % AuditShards
 }
 
 // auditLists reads the record's degraded stages and findings.
@@ -150,29 +196,86 @@ func (s *Store) Write(ctx context.Context, r audit.Record) error {
 
 // Query implements audit.Reader. The cursor is the last returned sort key.
 func (s *Store) Query(ctx context.Context, q audit.Query) ([]audit.Record, string, error) {
-	return queryAudit(ctx, s, q, "", "audit Query", func(it Item) (audit.Record, time.Time) {
+	return queryAudit(ctx, s, q, "", AuditShards, "audit Query", func(it Item) (audit.Record, time.Time) {
 		r := auditFromItem(it)
 		return r, r.Time
 	})
 }
 
 // queryAudit reads one page of q from the audit table: the items of
-// q.Tenant whose sort keys are prefix and a time in [q.From, q.To], each
-// read by decode (the item and its time), oldest first, those past
-// AUDIT_RETENTION_DAYS left out (the ttl filter has second precision, so
-// each is aged exactly). The cursor is the last returned sort key.
-func queryAudit[T any](ctx context.Context, s *Store, q audit.Query, prefix, op string, decode func(Item) (T, time.Time)) ([]T, string, error) {
+// q.Tenant's first shards shards whose sort keys are prefix and a time in
+// [q.From, q.To], each read by decode (the item and its time), oldest first
+// (by sort key across shards), those past AUDIT_RETENTION_DAYS left out (the
+// ttl filter has second precision, so each is aged exactly). The shards are
+// read together, each up to a page; the cursor is, per shard, the last sort
+// key returned from it (base64url of their JSON list).
+func queryAudit[T any](ctx context.Context, s *Store, q audit.Query, prefix string, shards int, op string, decode func(Item) (T, time.Time)) ([]T, string, error) {
 	limit := audit.PageSize(q.Limit)
-	var start Item
+	after := make([]string, shards) // per shard: the last sort key returned ("" = from the start)
 	if q.Cursor != "" {
-		sk, err := base64.RawURLEncoding.DecodeString(q.Cursor)
-		if err != nil {
+		raw, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		if err != nil || json.Unmarshal(raw, &after) != nil || len(after) != shards {
 			return nil, "", audit.ErrBadCursor
 		}
-		start = Key(q.Tenant, string(sk))
+	}
+	type shardPage struct {
+		items []shardItem[T]
+		more  bool // the shard may hold more past its last item
+		err   error
+	}
+	pages := make([]shardPage, shards)
+	var wg sync.WaitGroup
+	for i := range shards {
+		wg.Go(func() {
+			pages[i].items, pages[i].more, pages[i].err = queryShard(ctx, s, q, auditPK(q.Tenant, i), after[i], prefix, limit, decode)
+		})
+	}
+	wg.Wait()
+	var all []shardItem[T]
+	more := false
+	for i, p := range pages {
+		if p.err != nil {
+			return nil, "", mapErr(op, p.err)
+		}
+		for j := range p.items {
+			p.items[j].shard = i
+		}
+		all = append(all, p.items...)
+		more = more || p.more
+	}
+	slices.SortFunc(all, func(a, b shardItem[T]) int { return strings.Compare(a.sk, b.sk) })
+	if len(all) > limit {
+		all, more = all[:limit], true
+	}
+	out := make([]T, len(all))
+	for i, it := range all {
+		out[i] = it.v
+		after[it.shard] = it.sk
+	}
+	if !more {
+		return out, "", nil
+	}
+	raw, _ := json.Marshal(after) // strings only: cannot fail
+	return out, base64.RawURLEncoding.EncodeToString(raw), nil
+}
+
+// shardItem is one item read from a shard: its value and sort key.
+type shardItem[T any] struct {
+	v     T
+	sk    string
+	shard int
+}
+
+// queryShard reads up to limit items of one shard's partition pk after
+// sort key after ("" = from q.From), as queryAudit describes. more is
+// DynamoDB's word that the partition may hold more.
+func queryShard[T any](ctx context.Context, s *Store, q audit.Query, pk, after, prefix string, limit int, decode func(Item) (T, time.Time)) ([]shardItem[T], bool, error) {
+	var start Item
+	if after != "" {
+		start = Key(pk, after)
 	}
 	now := s.opt.Now()
-	var out []T
+	var out []shardItem[T]
 	for {
 		page, err := s.db.Query(ctx, &dynamodb.QueryInput{
 			TableName:                aws.String(s.tables.Audit),
@@ -180,7 +283,7 @@ func queryAudit[T any](ctx context.Context, s *Store, q audit.Query, prefix, op 
 			FilterExpression:         aws.String("#ttl > :now"),
 			ExpressionAttributeNames: map[string]string{"#ttl": AttrTTL},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":t":    S(q.Tenant),
+				":t":    S(pk),
 				":from": S(prefix + q.From.UTC().Format(audit.SortTimeLayout)),
 				":to":   S(prefix + q.To.UTC().Format(audit.SortTimeLayout)),
 				":now":  N(now.Unix()),
@@ -189,18 +292,18 @@ func queryAudit[T any](ctx context.Context, s *Store, q audit.Query, prefix, op 
 			Limit:             aws.Int32(int32(limit - len(out))),
 		})
 		if err != nil {
-			return nil, "", mapErr(op, err)
+			return nil, false, err
 		}
 		for _, it := range page.Items {
 			if v, t := decode(it); t.Add(s.opt.AuditRetention).After(now) {
-				out = append(out, v)
+				out = append(out, shardItem[T]{v: v, sk: GetS(it, AttrSK)})
 			}
 		}
 		if page.LastEvaluatedKey == nil {
-			return out, "", nil
+			return out, false, nil
 		}
 		if len(out) >= limit {
-			return out, base64.RawURLEncoding.EncodeToString([]byte(GetS(page.LastEvaluatedKey, AttrSK))), nil
+			return out, true, nil
 		}
 		start = page.LastEvaluatedKey
 	}

@@ -25,13 +25,17 @@ func TestAuditChainTamper(t *testing.T) {
 		raw := e.Client(t)
 		ctx := context.Background()
 		items := func(t *testing.T) []map[string]types.AttributeValue {
-			out, err := raw.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(e.Tables.Audit),
-				KeyConditionExpression:    aws.String("pk = :t"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":t": dynamo.S(auditchaintest.Tenant)}})
-			if err != nil {
-				t.Fatal(err)
+			var all []map[string]types.AttributeValue
+			for _, pk := range dynamo.AuditPKs(auditchaintest.Tenant) {
+				out, err := raw.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(e.Tables.Audit),
+					KeyConditionExpression:    aws.String("pk = :t"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{":t": dynamo.S(pk)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, out.Items...)
 			}
-			return out.Items
+			return all
 		}
 		find := func(t *testing.T, match func(it dynamo.Item) bool) dynamo.Item {
 			for _, it := range items(t) {

@@ -55,10 +55,11 @@ func (s *Store) PutCheckpoint(ctx context.Context, tenant string, c audit.Checkp
 	return err
 }
 
-// QueryCheckpoints implements audit.CheckpointStore. The cursor is the
-// last returned sort key.
+// QueryCheckpoints implements audit.CheckpointStore. Checkpoints are in
+// the tenant's first shard (pk <tenant>) only; the cursor is
+// queryAudit's.
 func (s *Store) QueryCheckpoints(ctx context.Context, q audit.Query) ([]audit.Checkpoint, string, error) {
-	return queryAudit(ctx, s, q, checkpointPrefix, "audit QueryCheckpoints", func(it Item) (audit.Checkpoint, time.Time) {
+	return queryAudit(ctx, s, q, checkpointPrefix, 1, "audit QueryCheckpoints", func(it Item) (audit.Checkpoint, time.Time) {
 		t, _ := time.Parse(time.RFC3339Nano, GetS(it, "time"))
 		var n uint64
 		if v, ok := it["number"].(*types.AttributeValueMemberN); ok {
