@@ -506,12 +506,12 @@ func consoleConnections(t *testing.T, g *connGateway) {
 	}
 
 	// An error's text (here naming an id with markup, deleted behind the
-	// page's back) is text too.
+	// page's back while its confirmation is open) is text too.
+	p.do("ask to revoke the broken one", chromedp.Click(chromedp.JSPath(hrow+`.querySelector("button.revoke")`)))
+	p.wait("the dialog", `document.getElementById("conn-dialog").open`)
 	if err := g.store.DeleteConnection(ctx, "acme", hostile.Caller, hostile.Server); err != nil {
 		t.Fatal(err)
 	}
-	p.do("revoke the one gone", chromedp.Click(chromedp.JSPath(hrow+`.querySelector("button.revoke")`)))
-	p.wait("the dialog", `document.getElementById("conn-dialog").open`)
 	p.do("revoke", chromedp.Click(chromedp.ID("conn-revoke-do")))
 	p.wait("the error", `document.getElementById("error").textContent !== ""`)
 	if got, want := p.eval(`document.getElementById("error").textContent`), "no connection "+hostile.ID+" of tenant acme"; got != want {
