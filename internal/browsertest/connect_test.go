@@ -520,6 +520,9 @@ func consoleConnections(t *testing.T, g *connGateway) {
 	if p.eval(`String(document.getElementById("conn-id-markup") !== null)`) != "false" {
 		t.Fatal("the error's markup became an element")
 	}
+	// The next poll draws the two left (alice's, carol's); then the page
+	// is still while its controls are read one by one.
+	p.wait("the two left", rows+`.map(r => r.dataset.caller).sort().join() === "alice,carol@example.com"`)
 	if unnamed := unnamedControls(t, p.ctx, "connections"); len(unnamed) > 0 {
 		t.Fatalf("controls without an accessible name: %v", unnamed)
 	}
