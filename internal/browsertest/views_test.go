@@ -24,7 +24,7 @@ import (
 var viewRuns atomic.Int64
 
 // consolePages are the console's pages, in the order of its top bar.
-var consolePages = []string{"overview", "approvals", "stops", "audit", "registry", "upstreams", "pins"}
+var consolePages = []string{"overview", "approvals", "stops", "audit", "registry", "upstreams", "pins", "connections"}
 
 // meaningColours are the console's colours by meaning (console.css), as
 // the browser computes them: the same in every view.

@@ -30,6 +30,8 @@ var routes = []struct{ method, path string }{
 	{"POST", "/admin/v1/tenants/acme/servers/payments/tools/transfer/stop"},
 	{"POST", "/admin/v1/tenants/acme/servers/payments/tools/transfer/resume"},
 	{"GET", "/admin/v1/tenants/acme/audit"},
+	{"GET", "/admin/v1/tenants/acme/connections"},
+	{"POST", "/admin/v1/tenants/acme/connections/some-id/revoke"},
 	{"GET", "/admin/v1/no-such-route"},
 }
 

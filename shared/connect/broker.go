@@ -427,7 +427,9 @@ func (b *Broker) start(w http.ResponseWriter, r *http.Request, tenant string) {
 		page(w, http.StatusGone, "This link was used already. Send the call again to get a new one.")
 		return
 	case errors.Is(err, store.ErrNotFound):
-		page(w, http.StatusGone, "This link has expired or is not valid. Send the call again to get a new one.")
+		// A link whose authorization was completed is gone from the store
+		// like one that expired or never was: the page names all three.
+		page(w, http.StatusGone, "This link was used already, has expired, or is not valid. Send the call again to get a new one.")
 		return
 	case err != nil:
 		b.o.Logger.Warn("connect: link not opened", "tenant", tenant, "err", err)

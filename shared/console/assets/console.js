@@ -9,7 +9,7 @@
 (function () {
   const S = { csrf: '', refresh: 0, hidden: [], tenant: '', page: '', busy: {}, seen: {}, cards: new Map(), nextCard: 0 };
   const $ = (id) => document.getElementById(id);
-  const PAGES = ['overview', 'approvals', 'stops', 'audit', 'registry', 'upstreams', 'pins'];
+  const PAGES = ['overview', 'approvals', 'stops', 'audit', 'registry', 'upstreams', 'pins', 'connections'];
 
   // --- text as an operator is shown it ---------------------------------
 
@@ -216,7 +216,7 @@
   }
 
   function load(p) {
-    const f = { overview: loadOverview, approvals: loadApprovals, stops: loadStops, audit: loadAudit, registry: loadRegistry, upstreams: loadUpstreams, pins: loadPins }[p];
+    const f = { overview: loadOverview, approvals: loadApprovals, stops: loadStops, audit: loadAudit, registry: loadRegistry, upstreams: loadUpstreams, pins: loadPins, connections: loadConnections }[p];
     if (S.busy[p]) return;
     S.busy[p] = true;
     // data-loaded names the page last drawn (the browser test waits on it).
@@ -579,6 +579,69 @@
     } catch (e) { fail(e); }
   }
 
+  // Connections: callers' OAuth grants to servers with auth: oauth (never
+  // their tokens), filtered here by caller and server, at most
+  // MAX_CONN_ROWS rows drawn; a revocation is confirmed in a dialog first.
+  const MAX_CONN_ROWS = 500;
+  const STATES = ['connected', 'expired', 'broken'];
+  async function loadConnections() {
+    if (!S.tenant) return;
+    const { data, text } = await api('GET', 'tenants/' + enc(S.tenant) + '/connections');
+    if (!changed('connections', text)) return;
+    S.conns = data.connections;
+    drawConnections();
+  }
+
+  function drawConnections() {
+    const all = S.conns || [];
+    const sel = $('conn-server'), keep = sel.value;
+    const servers = [...new Set(all.map((c) => c.server))].sort();
+    if (keep && servers.indexOf(keep) < 0) servers.push(keep);
+    sel.replaceChildren(el('option', { value: '' }, 'any'), ...servers.map((v) => el('option', { value: v }, v)));
+    sel.value = keep;
+    const who = $('conn-caller').value.trim();
+    const match = all.filter((c) => (!who || c.caller.indexOf(who) >= 0) && (!keep || c.server === keep));
+    const rows = match.slice(0, MAX_CONN_ROWS);
+    fill($('conn-table'), rows.map((c) => {
+      const st = STATES.indexOf(c.state) >= 0 ? c.state : 'broken';
+      return el('tr', { 'data-id': c.id, 'data-caller': c.caller, 'data-server': c.server, 'data-state': st },
+        el('td', {}, c.caller), el('td', {}, c.server), el('td', { class: 'state' }, el('span', { class: 'badge s-' + st }, c.state)),
+        el('td', {}, stamp(c.created)), el('td', {}, stamp(c.updated)), el('td', {}, c.expires ? stamp(c.expires) : 'not said'),
+        el('td', { class: 'code' }, c.issuer), el('td', {}, c.scope || ''), el('td', { class: 'code' }, c.id),
+        el('td', {}, el('button', { type: 'button', class: 'revoke', 'aria-label': 'Revoke the connection of ' + c.caller + ' to ' + c.server, onclick: () => askRevoke(c) }, 'Revoke')));
+    }));
+    emptyRow($('conn-table').tBodies[0], 10, all.length === 0 ? 'No connection: a caller connects by opening the link a call to a server with auth: oauth answers.' : 'No connection matches the filter.');
+    $('conn-summary').textContent = shown(all.length + ' connections; ' + match.length + ' match the filter' +
+      (match.length > rows.length ? '; the first ' + rows.length + ' are shown: narrow the filter to see the rest' : '') + '.');
+  }
+
+  // askRevoke opens the confirmation of c's revocation; the focus starts
+  // on Cancel, the choice that changes nothing.
+  function askRevoke(c) {
+    S.revoking = c;
+    $('conn-dialog-text').textContent = shown('Revoke the connection of ' + c.caller + ' to ' + c.server + ' (issuer ' + c.issuer +
+      ')? Its token is revoked at the provider where the provider allows it, and the connection is deleted here; ' + c.caller +
+      ' gets a new link at their next call to ' + c.server + '.');
+    $('conn-dialog').showModal();
+    $('conn-revoke-cancel').focus();
+  }
+
+  async function revokeConnection() {
+    const c = S.revoking;
+    $('conn-dialog').close();
+    if (!c) return;
+    S.revoking = null;
+    clearError();
+    try {
+      const { data } = await api('POST', 'tenants/' + enc(S.tenant) + '/connections/' + enc(c.id) + '/revoke');
+      say('Revoked the connection of ' + data.caller + ' to ' + data.server + (data.revoked_at_provider
+        ? ': revoked at the provider and deleted here.'
+        : ': deleted here; the provider did not revoke it (it has no revocation endpoint, or refused).'));
+      S.seen.connections = '';
+      await loadConnections();
+    } catch (e) { fail(e); }
+  }
+
   // --- start ------------------------------------------------------------
 
   async function start() {
@@ -614,11 +677,16 @@
     $('resume-do').addEventListener('click', () => stopOrResume(false, $('stop-server').value, $('stop-tool').value.trim(), false));
     $('audit-form').addEventListener('submit', (ev) => { ev.preventDefault(); clearError(); load('audit'); });
     $('key-form').addEventListener('submit', (ev) => { ev.preventDefault(); createKey(); });
+    $('conn-form').addEventListener('submit', (ev) => ev.preventDefault());
+    $('conn-caller').addEventListener('input', drawConnections);
+    $('conn-server').addEventListener('change', drawConnections);
+    $('conn-revoke-do').addEventListener('click', revokeConnection);
+    $('conn-revoke-cancel').addEventListener('click', () => $('conn-dialog').close());
     $('key-hide').addEventListener('click', () => { $('key-secret').value = ''; $('key-new').hidden = true; $('key-caller').focus(); });
     window.addEventListener('hashchange', () => route(true));
     route(false);
     // Pages that change on their own are polled.
-    setInterval(() => { if (['overview', 'approvals', 'stops', 'upstreams'].indexOf(S.page) >= 0) load(S.page); }, 2000);
+    setInterval(() => { if (['overview', 'approvals', 'stops', 'upstreams', 'connections'].indexOf(S.page) >= 0) load(S.page); }, 2000);
     setInterval(tick, 10000);
     document.body.setAttribute('data-ready', 'true');
   }
