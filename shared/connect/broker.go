@@ -1,7 +1,6 @@
 package connect
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -20,13 +19,10 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
-	"github.com/aegis-gw/aegis/shared/correlation"
 	"github.com/aegis-gw/aegis/shared/netguard"
-	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/seal"
 	"github.com/aegis-gw/aegis/shared/store"
-	"github.com/aegis-gw/aegis/shared/telemetry"
 )
 
 // Secrets resolves a client secret reference (shared/credentials).
@@ -74,6 +70,7 @@ const auditTimeout = 2 * time.Second
 // for concurrent use.
 type Broker struct {
 	o     Options
+	cl    client
 	disc  *Discoverer
 	cache tokenCache
 	// refreshing holds one lock per connection being refreshed: two
@@ -108,7 +105,7 @@ func New(o Options) (*Broker, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Broker{o: o, disc: &Discoverer{HTTP: o.HTTP, Local: o.Local, Now: o.Now}}, nil
+	return &Broker{o: o, cl: client{HTTP: o.HTTP, Local: o.Local, Secrets: o.Secrets}, disc: &Discoverer{HTTP: o.HTTP, Local: o.Local, Now: o.Now}}, nil
 }
 
 // NeededError: the call needs a connection the caller does not have, or
@@ -236,7 +233,7 @@ func (b *Broker) refresh(ctx context.Context, c Connection, tok Tokens, srv *reg
 		return fail("the access token expired and there is no refresh token")
 	}
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.Refresh}, "resource": {tok.Resource}}
-	got, err := b.tokenRequest(ctx, srv, tok.TokenEndpoint, form)
+	got, err := b.cl.tokenRequest(ctx, srv, tok.TokenEndpoint, form)
 	if err != nil {
 		return fail("refresh: " + err.Error())
 	}
@@ -308,26 +305,9 @@ func (b *Broker) Refused(ctx context.Context, tenant, caller, server, connID str
 	b.markBroken(ctx, c, "the server refused the token (HTTP 401)")
 }
 
-// event records kind for c: outcome allowed, or error for a failure
-// (detail says why, and never holds a token).
+// event records kind for c (record).
 func (b *Broker) event(ctx context.Context, kind string, c Connection, detail string) {
-	if b.o.Audit == nil {
-		return
-	}
-	rec := audit.Record{
-		Time: b.o.Now().UTC(), Tenant: c.Tenant, Caller: c.Caller, Layer: string(refusal.LayerGateway),
-		CorrelationID: cmp.Or(telemetry.CorrelationID(ctx), correlation.ID("")),
-		Method:        kind, Server: c.Server, Connection: c.ID, Outcome: audit.OutcomeAllowed,
-		PolicyHash: audit.PolicyHashNone, Detail: detail,
-	}
-	if kind == EventFailure {
-		rec.Outcome = audit.OutcomeError
-	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
-	defer cancel()
-	if err := b.o.Audit.Write(wctx, rec.Bounded()); err != nil {
-		b.o.Logger.Error("connection event not audited; record kept in this log line", "record", rec, "err", err)
-	}
+	record(ctx, b.o.Audit, b.o.Logger, b.o.Now(), kind, c, detail)
 }
 
 // Ask starts an authorization of caller's connection to srv and returns
@@ -498,7 +478,7 @@ func (b *Broker) callback(w http.ResponseWriter, r *http.Request, tenant string)
 	}
 	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {p.Redirect},
 		"code_verifier": {p.Verifier}, "resource": {p.Resource}}
-	tok, err := b.tokenRequest(r.Context(), srv, p.TokenEndpoint, form)
+	tok, err := b.cl.tokenRequest(r.Context(), srv, p.TokenEndpoint, form)
 	if err != nil {
 		b.event(r.Context(), EventFailure, Connection{Tenant: tenant, Caller: p.Caller, Server: p.Server}, "code exchange: "+err.Error())
 		page(w, http.StatusBadGateway, "The authorization server did not give a token. Send the call again to get a new link.")
@@ -537,99 +517,6 @@ func (b *Broker) server(ctx context.Context, tenant, name string) (*registry.Ser
 	return nil, store.ErrNotFound
 }
 
-// tokenResponse is a token endpoint's answer (RFC 6749 §5.1).
-type tokenResponse struct {
-	Tokens
-	scope     string
-	expiresIn int64
-}
-
-// maxTokenAnswer bounds a token endpoint's answer.
-const maxTokenAnswer = 64 << 10
-
-// tokenRequest POSTs form to endpoint as srv's client (client_secret_basic
-// with a secret, else client_id in the form) and reads the tokens. Errors
-// carry the OAuth error code at most, never the answer's text.
-func (b *Broker) tokenRequest(ctx context.Context, srv *registry.Server, endpoint string, form url.Values) (tokenResponse, error) {
-	var out tokenResponse
-	if err := netguard.ValidateFetchURL(endpoint, b.o.Local); err != nil {
-		return out, err
-	}
-	secret, err := b.clientSecret(ctx, srv)
-	if err != nil {
-		return out, err
-	}
-	status, raw, err := b.post(ctx, srv, endpoint, form, secret)
-	if err != nil {
-		return out, err
-	}
-	var ans struct {
-		AccessToken  string `json:"access_token"`
-		TokenType    string `json:"token_type"`
-		RefreshToken string `json:"refresh_token"`
-		ExpiresIn    int64  `json:"expires_in"`
-		Scope        string `json:"scope"`
-		Error        string `json:"error"`
-	}
-	_ = json.Unmarshal(raw, &ans)
-	clear(raw)
-	if status != http.StatusOK || ans.AccessToken == "" {
-		return out, fmt.Errorf("the token endpoint answered HTTP %d %s", status, oauthCode(ans.Error))
-	}
-	if !strings.EqualFold(ans.TokenType, "Bearer") {
-		return out, fmt.Errorf("the token endpoint gave a %q token, not a Bearer token", oauthCode(ans.TokenType))
-	}
-	out.Access, out.Refresh, out.Type = ans.AccessToken, ans.RefreshToken, "Bearer"
-	out.scope, out.expiresIn = ans.Scope, ans.ExpiresIn
-	return out, nil
-}
-
-// clientSecret resolves srv's client secret ("" for a public client).
-func (b *Broker) clientSecret(ctx context.Context, srv *registry.Server) (string, error) {
-	ref := srv.OAuth.ClientSecretRef
-	if ref == "" {
-		return "", nil
-	}
-	if b.o.Secrets == nil {
-		return "", errors.New("the client secret cannot be resolved here")
-	}
-	v, err := b.o.Secrets.Resolve(ctx, ref)
-	if err != nil || v == "" {
-		return "", errors.New("the client secret could not be resolved")
-	}
-	return v, nil
-}
-
-// post POSTs form to endpoint as srv's client (client_secret_basic with
-// secret, else client_id in the form), within tokenTimeout, and returns
-// the answer's status and at most maxTokenAnswer bytes of its body.
-func (b *Broker) post(ctx context.Context, srv *registry.Server, endpoint string, form url.Values, secret string) (int, []byte, error) {
-	if secret == "" {
-		form.Set("client_id", srv.OAuth.ClientID)
-	}
-	ctx, cancel := context.WithTimeout(ctx, tokenTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	if secret != "" {
-		req.SetBasicAuth(url.QueryEscape(srv.OAuth.ClientID), url.QueryEscape(secret))
-	}
-	resp, err := b.o.HTTP.Do(req)
-	if err != nil {
-		return 0, nil, errors.New("the authorization server could not be reached")
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenAnswer+1))
-	if err != nil || len(raw) > maxTokenAnswer {
-		return 0, nil, errors.New("the authorization server's answer could not be read")
-	}
-	return resp.StatusCode, raw, nil
-}
-
 // Revoke ends the tenant's connection id: its refresh token (else its
 // access token) is revoked at the issuer's revocation endpoint when it
 // has one (RFC 7009), then the connection is deleted and audited
@@ -659,9 +546,9 @@ func (b *Broker) Revoke(ctx context.Context, tenant, id string) (c Connection, a
 		if tok.Refresh != "" {
 			form = url.Values{"token": {tok.Refresh}, "token_type_hint": {"refresh_token"}}
 		}
-		if secret, err := b.clientSecret(ctx, srv); err == nil {
+		if secret, err := b.cl.clientSecret(ctx, srv); err == nil {
 			if err := netguard.ValidateFetchURL(tok.RevocationEndpoint, b.o.Local); err == nil {
-				if st, _, err := b.post(ctx, srv, tok.RevocationEndpoint, form, secret); err == nil && st == http.StatusOK {
+				if st, _, err := b.cl.post(ctx, srv, tok.RevocationEndpoint, form, secret); err == nil && st == http.StatusOK {
 					atProvider = true
 				}
 			}
@@ -678,9 +565,6 @@ func (b *Broker) Revoke(ctx context.Context, tenant, id string) (c Connection, a
 	b.event(ctx, EventRevoke, c, detail)
 	return c, atProvider, nil
 }
-
-// tokenTimeout bounds one token request.
-const tokenTimeout = 10 * time.Second
 
 // oauthCode is an OAuth error code fit to show: the RFC 6749 character
 // set, at most 64 characters; anything else is "(unreadable)".
