@@ -146,6 +146,9 @@ type Gateway struct {
 	stops  *killswitch.Check // the kill-switch check, a part of view
 	auth   *auth.Authenticator
 	tokens *oauth.Validator // the tenants' issuers' JWTs (authn.go)
+	// exchange gives servers with auth: token_exchange the token
+	// exchanged for the caller's own (connect.go).
+	exchanger *connect.Exchanger
 	cat    *route.Catalog   // tools
 	cats   route.Catalogs   // tools, prompts, resources, templates
 	up     *upstream.Client
@@ -216,6 +219,14 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	g.stops = killswitch.New(b, s.KillSwitchRefresh, g.o.Now, g.o.Logger)
 	g.auth = auth.NewAuthenticator(g.reg, s.Served)
 	g.tokens = oauth.New(&oauth.Options{HTTP: g.o.HTTP, Local: s.LocalMode, Now: g.o.Now, Logger: g.o.Logger})
+	var secrets connect.Secrets // a nil Credentials stays a nil interface
+	if g.o.Credentials != nil {
+		secrets = g.o.Credentials
+	}
+	var err error
+	if g.exchanger, err = connect.NewExchanger(connect.ExchangeOptions{HTTP: g.o.HTTP, Local: s.LocalMode, Secrets: secrets, Now: g.o.Now, Logger: g.o.Logger, Audit: b}); err != nil {
+		return nil, err
+	}
 	g.up = &upstream.Client{HTTP: g.o.HTTP, Timeout: s.UpstreamTimeout, MaxRetries: s.UpstreamMaxRetries, Creds: g.o.Credentials}
 	g.cat = route.NewCatalog(g.reg, toolLister(g.up), g.o.CatalogTTL, g.o.Now)
 	g.cats = route.Catalogs{
@@ -225,7 +236,6 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 		Templates: route.NewCatalog(g.reg, templateLister(g.up), g.o.CatalogTTL, g.o.Now),
 	}
 	g.ledger = idempotency.New(idempotency.Options{Store: b, LeaseTTL: 5*s.UpstreamTimeout + 10*time.Second, Now: g.o.Now})
-	var err error
 	if g.content.check, g.content.results, err = content.New(content.Options{Defaults: s.Content(), Logger: g.o.Logger, Pins: pins, Catalog: g.cat, Now: g.o.Now}); err != nil {
 		return nil, err
 	}
@@ -524,6 +534,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		g.refuseAuth(w, r, ep, corr, err)
 		return
 	}
+	ctx = withSubject(ctx, who)
 	key := who.key
 	note := telemetry.NoteOf(ctx) // the access log's (nil without one)
 	note.Tenant(tenant.ID)
