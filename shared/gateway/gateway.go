@@ -149,12 +149,12 @@ type Gateway struct {
 	// exchange gives servers with auth: token_exchange the token
 	// exchanged for the caller's own (connect.go).
 	exchanger *connect.Exchanger
-	cat    *route.Catalog   // tools
-	cats   route.Catalogs   // tools, prompts, resources, templates
-	up     *upstream.Client
-	ledger *idempotency.Ledger
-	pipe   *pipeline.Pipeline
-	key    audit.ParamsKey // Options.ParamsKey, or the store's
+	cat       *route.Catalog // tools
+	cats      route.Catalogs // tools, prompts, resources, templates
+	up        *upstream.Client
+	ledger    *idempotency.Ledger
+	pipe      *pipeline.Pipeline
+	key       audit.ParamsKey // Options.ParamsKey, or the store's
 	// content holds the two sides of the content checks (stages.go).
 	content struct {
 		check   *content.Check
