@@ -146,15 +146,12 @@ type Gateway struct {
 	stops  *killswitch.Check // the kill-switch check, a part of view
 	auth   *auth.Authenticator
 	tokens *oauth.Validator // the tenants' issuers' JWTs (authn.go)
-	// exchange gives servers with auth: token_exchange the token
-	// exchanged for the caller's own (connect.go).
-	exchanger *connect.Exchanger
-	cat       *route.Catalog // tools
-	cats      route.Catalogs // tools, prompts, resources, templates
-	up        *upstream.Client
-	ledger    *idempotency.Ledger
-	pipe      *pipeline.Pipeline
-	key       audit.ParamsKey // Options.ParamsKey, or the store's
+	cat    *route.Catalog   // tools
+	cats   route.Catalogs   // tools, prompts, resources, templates
+	up     *upstream.Client
+	ledger *idempotency.Ledger
+	pipe   *pipeline.Pipeline
+	key    audit.ParamsKey // Options.ParamsKey, or the store's
 	// content holds the two sides of the content checks (stages.go).
 	content struct {
 		check   *content.Check
@@ -164,6 +161,10 @@ type Gateway struct {
 	// closing is done once CloseStreams is called (streams.go).
 	closing      context.Context
 	closeStreams context.CancelFunc
+
+	// exchanger gives servers with auth: token_exchange the token
+	// exchanged for the caller's own (connect.go).
+	exchanger *connect.Exchanger
 }
 
 // New returns the gateway over b, with its checks built from the stage
@@ -223,10 +224,11 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	if g.o.Credentials != nil {
 		secrets = g.o.Credentials
 	}
-	var err error
-	if g.exchanger, err = connect.NewExchanger(connect.ExchangeOptions{HTTP: g.o.HTTP, Local: s.LocalMode, Secrets: secrets, Now: g.o.Now, Logger: g.o.Logger, Audit: b}); err != nil {
-		return nil, err
+	exchanger, xerr := connect.NewExchanger(connect.ExchangeOptions{HTTP: g.o.HTTP, Local: s.LocalMode, Secrets: secrets, Now: g.o.Now, Logger: g.o.Logger, Audit: b})
+	if xerr != nil {
+		return nil, xerr
 	}
+	g.exchanger = exchanger
 	g.up = &upstream.Client{HTTP: g.o.HTTP, Timeout: s.UpstreamTimeout, MaxRetries: s.UpstreamMaxRetries, Creds: g.o.Credentials}
 	g.cat = route.NewCatalog(g.reg, toolLister(g.up), g.o.CatalogTTL, g.o.Now)
 	g.cats = route.Catalogs{
@@ -236,6 +238,7 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 		Templates: route.NewCatalog(g.reg, templateLister(g.up), g.o.CatalogTTL, g.o.Now),
 	}
 	g.ledger = idempotency.New(idempotency.Options{Store: b, LeaseTTL: 5*s.UpstreamTimeout + 10*time.Second, Now: g.o.Now})
+	var err error
 	if g.content.check, g.content.results, err = content.New(content.Options{Defaults: s.Content(), Logger: g.o.Logger, Pins: pins, Catalog: g.cat, Now: g.o.Now}); err != nil {
 		return nil, err
 	}
