@@ -319,3 +319,40 @@ func TestExchangeDiscovered(t *testing.T) {
 		t.Fatalf("the exchange sent %v; want the discovered resource and scopes", f)
 	}
 }
+
+// TestExchangeConcurrentCallers: callers of two tenants exchanging at
+// once each get the token exchanged for their own, first and from the
+// cache.
+func TestExchangeConcurrentCallers(t *testing.T) {
+	ts := newTokenService(t)
+	x := newExchanger(t, &testClock{t: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}, &records{})
+	srv := &registry.Server{Name: "docs", URL: "https://docs.example/mcp", Auth: registry.AuthTokenExchange,
+		OAuth: &registry.OAuthClient{ClientID: "aegis", TokenEndpoint: ts.URL}}
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for i := range 8 {
+		for _, tenant := range []string{"acme", "other"} {
+			wg.Go(func() {
+				caller := string(rune('a' + i))
+				sub := Subject{Token: tenant + "-" + caller + "-inbound"}
+				for range 4 {
+					tok, _, err := x.Token(context.Background(), tenant, caller, sub, srv)
+					// The token service names the subject token in the
+					// token it issues (newTokenService).
+					if err != nil || !strings.Contains(tok, "-"+sub.Token+"-") {
+						errs <- tenant + "/" + caller + " got " + tok
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if n := len(ts.sent()); n < 16 {
+		t.Fatalf("%d exchanges for 16 callers", n)
+	}
+}
