@@ -1,6 +1,7 @@
 package connect
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -60,6 +61,10 @@ const (
 	EventRefresh = "connection.refresh" // its tokens were refreshed
 	EventFailure = "connection.failure" // a callback, code exchange or refresh failed (detail: why)
 	EventRevoke  = "connection.revoke"  // an operator or the caller revoked it
+	// EventRegister: aegis registered a client of its own (RFC 7591) for
+	// a server whose registry entry names none; the record's connection
+	// is the client id.
+	EventRegister = "connection.register"
 )
 
 // auditTimeout bounds writing one event's record.
@@ -232,8 +237,12 @@ func (b *Broker) refresh(ctx context.Context, c Connection, tok Tokens, srv *reg
 	if tok.Refresh == "" {
 		return fail("the access token expired and there is no refresh token")
 	}
+	cr, err := b.creds(ctx, c.Tenant, srv, c.Issuer)
+	if err != nil {
+		return fail("refresh: " + err.Error())
+	}
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.Refresh}, "resource": {tok.Resource}}
-	got, err := b.cl.tokenRequest(ctx, srv, tok.TokenEndpoint, form)
+	got, err := b.cl.tokenRequest(ctx, cr, tok.TokenEndpoint, form)
 	if err != nil {
 		return fail("refresh: " + err.Error())
 	}
@@ -327,17 +336,97 @@ func (b *Broker) Ask(ctx context.Context, tenant, caller string, srv *registry.S
 	if scopes == nil {
 		scopes = md.Scopes
 	}
+	clientID := srv.OAuth.ClientID
+	if clientID == "" {
+		cr, err := b.registered(ctx, tenant, caller, srv, md)
+		if err != nil {
+			return "", "", err
+		}
+		clientID = cr.id
+	}
 	p := Pending{
 		State: random(), Tenant: tenant, Caller: caller, Server: srv.Name, Verifier: random(),
 		Redirect: b.redirectURI(tenant), Resource: md.Resource, Scope: strings.Join(scopes, " "),
 		Issuer: md.Issuer, AuthorizationEndpoint: md.AuthorizationEndpoint, TokenEndpoint: md.TokenEndpoint,
-		RevocationEndpoint: md.RevocationEndpoint, Expires: b.o.Now().Add(PendingTTL),
+		RevocationEndpoint: md.RevocationEndpoint, ClientID: clientID, Expires: b.o.Now().Add(PendingTTL),
 	}
 	if err := b.o.Store.PutPending(ctx, p); err != nil {
 		return "", "", err
 	}
 	sum := sha256.Sum256([]byte("elicitation " + p.State))
 	return b.o.PublicURL + "/t/" + url.PathEscape(tenant) + "/connect/start?state=" + p.State, hex.EncodeToString(sum[:16]), nil
+}
+
+// creds is the client of srv's connections at issuer: the registry's, or
+// the one aegis registered there (Registration) when the registry names
+// none.
+func (b *Broker) creds(ctx context.Context, tenant string, srv *registry.Server, issuer string) (creds, error) {
+	if srv.OAuth.ClientID != "" {
+		return b.cl.configured(ctx, srv)
+	}
+	r, err := b.o.Store.Registration(ctx, tenant, srv.Name, issuer)
+	if err != nil {
+		return creds{}, fmt.Errorf("the client registered at %s could not be read: %w", issuer, err)
+	}
+	return b.openRegistration(ctx, r)
+}
+
+func regBind(r Registration) seal.Bind {
+	return seal.Bind{"tenant": r.Tenant, "server": r.Server, "issuer": r.Issuer, "client": r.ClientID}
+}
+
+func (b *Broker) openRegistration(ctx context.Context, r Registration) (creds, error) {
+	if len(r.Sealed) == 0 {
+		return creds{id: r.ClientID}, nil
+	}
+	plain, err := seal.Open(ctx, b.o.Keyring, r.Sealed, regBind(r))
+	if err != nil {
+		return creds{}, err
+	}
+	defer clear(plain)
+	return creds{r.ClientID, string(plain)}, nil
+}
+
+// registered is the client aegis registered for srv of tenant at md's
+// authorization server, registering one first (RFC 7591) when there is
+// none: the registry names no client_id for srv. Its secret is stored
+// sealed. Two instances registering at once both register; the first
+// stored wins and the other's client is never used. Audited
+// (EventRegister), with the caller whose call asked for it.
+func (b *Broker) registered(ctx context.Context, tenant, caller string, srv *registry.Server, md Metadata) (creds, error) {
+	r, err := b.o.Store.Registration(ctx, tenant, srv.Name, md.Issuer)
+	if err == nil {
+		return b.openRegistration(ctx, r)
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return creds{}, err
+	}
+	if md.RegistrationEndpoint == "" {
+		return creds{}, &DiscoveryError{"authorization server metadata", errors.New("the registry names no client_id and the authorization server offers no registration_endpoint")}
+	}
+	cr, err := b.cl.register(ctx, md.RegistrationEndpoint, "aegis gateway (tenant "+tenant+", server "+srv.Name+")", b.redirectURI(tenant))
+	if err != nil {
+		record(ctx, b.o.Audit, b.o.Logger, b.o.Now(), EventFailure, Connection{Tenant: tenant, Caller: caller, Server: srv.Name, Issuer: md.Issuer}, "client registration: "+err.Error())
+		return creds{}, &DiscoveryError{"client registration", err}
+	}
+	r = Registration{Tenant: tenant, Server: srv.Name, Issuer: md.Issuer, ClientID: cr.id, Created: b.o.Now().UTC()}
+	if cr.secret != "" {
+		if r.Sealed, err = seal.Seal(ctx, b.o.Keyring, []byte(cr.secret), regBind(r)); err != nil {
+			return creds{}, err
+		}
+	}
+	switch err := b.o.Store.PutRegistration(ctx, r); {
+	case errors.Is(err, store.ErrConflict):
+		won, err := b.o.Store.Registration(ctx, tenant, srv.Name, md.Issuer)
+		if err != nil {
+			return creds{}, err
+		}
+		return b.openRegistration(ctx, won)
+	case err != nil:
+		return creds{}, err
+	}
+	record(ctx, b.o.Audit, b.o.Logger, b.o.Now(), EventRegister, Connection{ID: cr.id, Tenant: tenant, Caller: caller, Server: srv.Name, Issuer: md.Issuer}, "")
+	return cr, nil
 }
 
 func (b *Broker) redirectURI(tenant string) string {
@@ -422,7 +511,7 @@ func (b *Broker) start(w http.ResponseWriter, r *http.Request, tenant string) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName(state), Value: cookie, Path: "/t/" + tenant + "/connect/",
 		MaxAge: int(PendingTTL.Seconds()), HttpOnly: true, Secure: strings.HasPrefix(b.o.PublicURL, "https:"), SameSite: http.SameSiteLaxMode})
 	q := url.Values{
-		"response_type": {"code"}, "client_id": {srv.OAuth.ClientID}, "redirect_uri": {p.Redirect},
+		"response_type": {"code"}, "client_id": {cmp.Or(p.ClientID, srv.OAuth.ClientID)}, "redirect_uri": {p.Redirect},
 		"state": {p.State}, "code_challenge": {challenge(p.Verifier)}, "code_challenge_method": {"S256"},
 		"resource": {p.Resource},
 	}
@@ -478,7 +567,11 @@ func (b *Broker) callback(w http.ResponseWriter, r *http.Request, tenant string)
 	}
 	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {p.Redirect},
 		"code_verifier": {p.Verifier}, "resource": {p.Resource}}
-	tok, err := b.cl.tokenRequest(r.Context(), srv, p.TokenEndpoint, form)
+	cr, err := b.creds(r.Context(), tenant, srv, p.Issuer)
+	var tok tokenResponse
+	if err == nil {
+		tok, err = b.cl.tokenRequest(r.Context(), cr, p.TokenEndpoint, form)
+	}
 	if err != nil {
 		b.event(r.Context(), EventFailure, Connection{Tenant: tenant, Caller: p.Caller, Server: p.Server}, "code exchange: "+err.Error())
 		page(w, http.StatusBadGateway, "The authorization server did not give a token. Send the call again to get a new link.")
@@ -546,9 +639,9 @@ func (b *Broker) Revoke(ctx context.Context, tenant, id string) (c Connection, a
 		if tok.Refresh != "" {
 			form = url.Values{"token": {tok.Refresh}, "token_type_hint": {"refresh_token"}}
 		}
-		if secret, err := b.cl.clientSecret(ctx, srv); err == nil {
+		if cr, err := b.creds(ctx, tenant, srv, c.Issuer); err == nil {
 			if err := netguard.ValidateFetchURL(tok.RevocationEndpoint, b.o.Local); err == nil {
-				if st, _, err := b.cl.post(ctx, srv, tok.RevocationEndpoint, form, secret); err == nil && st == http.StatusOK {
+				if st, _, err := b.cl.post(ctx, cr, tok.RevocationEndpoint, form); err == nil && st == http.StatusOK {
 					atProvider = true
 				}
 			}

@@ -1,6 +1,7 @@
 package connect
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/subtle"
@@ -50,19 +51,36 @@ type tokenResponse struct {
 // maxTokenAnswer bounds a token endpoint's answer.
 const maxTokenAnswer = 64 << 10
 
-// tokenRequest POSTs form to endpoint as srv's client (client_secret_basic
-// with a secret, else client_id in the form) and reads the tokens. Errors
-// carry the OAuth error code at most, never the answer's text.
-func (cl *client) tokenRequest(ctx context.Context, srv *registry.Server, endpoint string, form url.Values) (tokenResponse, error) {
+// creds are the client a request is made as: its id, and its secret (""
+// for a public client).
+type creds struct{ id, secret string }
+
+// configured is srv's client as its registry entry names it, the secret
+// resolved from its reference.
+func (cl *client) configured(ctx context.Context, srv *registry.Server) (creds, error) {
+	ref := srv.OAuth.ClientSecretRef
+	if ref == "" {
+		return creds{id: srv.OAuth.ClientID}, nil
+	}
+	if cl.Secrets == nil {
+		return creds{}, errors.New("the client secret cannot be resolved here")
+	}
+	v, err := cl.Secrets.Resolve(ctx, ref)
+	if err != nil || v == "" {
+		return creds{}, errors.New("the client secret could not be resolved")
+	}
+	return creds{srv.OAuth.ClientID, v}, nil
+}
+
+// tokenRequest POSTs form to endpoint as cr (client_secret_basic with a
+// secret, else client_id in the form) and reads the tokens. Errors carry
+// the OAuth error code at most, never the answer's text.
+func (cl *client) tokenRequest(ctx context.Context, cr creds, endpoint string, form url.Values) (tokenResponse, error) {
 	var out tokenResponse
 	if err := netguard.ValidateFetchURL(endpoint, cl.Local); err != nil {
 		return out, err
 	}
-	secret, err := cl.clientSecret(ctx, srv)
-	if err != nil {
-		return out, err
-	}
-	status, raw, err := cl.post(ctx, srv, endpoint, form, secret)
+	status, raw, err := cl.post(ctx, cr, endpoint, form)
 	if err != nil {
 		return out, err
 	}
@@ -88,40 +106,31 @@ func (cl *client) tokenRequest(ctx context.Context, srv *registry.Server, endpoi
 	return out, nil
 }
 
-// clientSecret resolves srv's client secret ("" for a public client).
-func (cl *client) clientSecret(ctx context.Context, srv *registry.Server) (string, error) {
-	ref := srv.OAuth.ClientSecretRef
-	if ref == "" {
-		return "", nil
+// post POSTs form to endpoint as cr (client_secret_basic with a secret,
+// else client_id in the form), within tokenTimeout, and returns the
+// answer's status and at most maxTokenAnswer bytes of its body.
+func (cl *client) post(ctx context.Context, cr creds, endpoint string, form url.Values) (int, []byte, error) {
+	if cr.secret == "" {
+		form.Set("client_id", cr.id)
 	}
-	if cl.Secrets == nil {
-		return "", errors.New("the client secret cannot be resolved here")
-	}
-	v, err := cl.Secrets.Resolve(ctx, ref)
-	if err != nil || v == "" {
-		return "", errors.New("the client secret could not be resolved")
-	}
-	return v, nil
-}
-
-// post POSTs form to endpoint as srv's client (client_secret_basic with
-// secret, else client_id in the form), within tokenTimeout, and returns
-// the answer's status and at most maxTokenAnswer bytes of its body.
-func (cl *client) post(ctx context.Context, srv *registry.Server, endpoint string, form url.Values, secret string) (int, []byte, error) {
-	if secret == "" {
-		form.Set("client_id", srv.OAuth.ClientID)
-	}
-	ctx, cancel := context.WithTimeout(ctx, tokenTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	req, err := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	if secret != "" {
-		req.SetBasicAuth(url.QueryEscape(srv.OAuth.ClientID), url.QueryEscape(secret))
+	if cr.secret != "" {
+		req.SetBasicAuth(url.QueryEscape(cr.id), url.QueryEscape(cr.secret))
 	}
+	return cl.do(ctx, req)
+}
+
+// do sends req within tokenTimeout and returns the answer's status and at
+// most maxTokenAnswer bytes of its body.
+func (cl *client) do(ctx context.Context, req *http.Request) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, tokenTimeout)
+	defer cancel()
+	req = req.WithContext(ctx)
+	req.Header.Set("Accept", "application/json")
 	resp, err := cl.HTTP.Do(req)
 	if err != nil {
 		return 0, nil, errors.New("the authorization server could not be reached")
@@ -132,6 +141,40 @@ func (cl *client) post(ctx context.Context, srv *registry.Server, endpoint strin
 		return 0, nil, errors.New("the authorization server's answer could not be read")
 	}
 	return resp.StatusCode, raw, nil
+}
+
+// register registers a confidential client with the authorization code
+// and refresh token grants and the one redirect URI at endpoint (RFC 7591,
+// open registration) and returns it. Errors carry the OAuth error code at
+// most.
+func (cl *client) register(ctx context.Context, endpoint, name, redirect string) (creds, error) {
+	if err := netguard.ValidateFetchURL(endpoint, cl.Local); err != nil {
+		return creds{}, err
+	}
+	body, _ := json.Marshal(map[string]any{
+		"client_name": name, "redirect_uris": []string{redirect}, "grant_types": []string{"authorization_code", "refresh_token"},
+		"response_types": []string{"code"}, "token_endpoint_auth_method": "client_secret_basic",
+	})
+	req, err := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return creds{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	status, raw, err := cl.do(ctx, req)
+	if err != nil {
+		return creds{}, err
+	}
+	var ans struct {
+		ClientID     string `json:"client_id"`
+		ClientSecret string `json:"client_secret"`
+		Error        string `json:"error"`
+	}
+	_ = json.Unmarshal(raw, &ans)
+	clear(raw)
+	if (status != http.StatusCreated && status != http.StatusOK) || ans.ClientID == "" || len(ans.ClientID) > maxEndpoint {
+		return creds{}, fmt.Errorf("the registration endpoint answered HTTP %d %s", status, oauthCode(ans.Error))
+	}
+	return creds{ans.ClientID, ans.ClientSecret}, nil
 }
 
 // record writes w an audit record of kind for c at now: outcome allowed,

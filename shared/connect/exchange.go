@@ -156,7 +156,11 @@ func (x *Exchanger) Token(ctx context.Context, tenant, caller string, sub Subjec
 	if len(scopes) > 0 {
 		form.Set("scope", strings.Join(scopes, " "))
 	}
-	got, err := x.cl.tokenRequest(ctx, srv, endpoint, form)
+	cr, err := x.cl.configured(ctx, srv)
+	if err != nil {
+		return fail(err)
+	}
+	got, err := x.cl.tokenRequest(ctx, cr, endpoint, form)
 	if err != nil {
 		if srv.OAuth.TokenEndpoint == "" {
 			x.disc.Forget(srv.URL)

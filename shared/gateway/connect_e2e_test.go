@@ -72,6 +72,7 @@ const provider = new Provider(issuer, {
   rotateRefreshToken: true,
   findAccount: async (ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
   features: {
+    registration: { enabled: true }, // open RFC 7591 registration (TestConnectionsDynamicRegistration)
     devInteractions: { enabled: true },
     revocation: { enabled: true },
     resourceIndicators: {

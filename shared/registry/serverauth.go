@@ -33,7 +33,10 @@ var AuthModes = []string{AuthBrokered, AuthOAuth, AuthTokenExchange}
 // Connect discovery); only token exchange may name its token endpoint
 // instead.
 type OAuthClient struct {
-	// ClientID is the client's id at the authorization server.
+	// ClientID is the client's id at the authorization server; "" with
+	// auth: oauth: aegis registers a client of its own there (RFC 7591
+	// dynamic registration) when its metadata has a
+	// registration_endpoint, and keeps its secret sealed.
 	ClientID string `json:"client_id" yaml:"client_id"`
 	// ClientSecretRef names the client's secret, as a credential
 	// reference (env:, file:, secretsmanager:, ssm:); "": a public client
@@ -81,7 +84,9 @@ func (e *AuthError) Error() string { return e.Field + ": " + e.Reason }
 // ValidateServerAuth checks a server's auth settings with one rule for the
 // config file and the admin API: auth is one of AuthModes (or ""); oauth
 // settings are given exactly when auth is oauth or token_exchange, with a
-// client id and an optional secret reference (ValidateCredentialRef); such
+// client id and an optional secret reference (ValidateCredentialRef), or,
+// with auth oauth only, neither (aegis then registers its own client at
+// the server's authorization server, RFC 7591); such
 // a server has no brokered credential (the caller's own or exchanged
 // token is its only Authorization). token_endpoint, audience and
 // subject_token_type are for token_exchange only: the endpoint an
@@ -105,7 +110,13 @@ func ValidateServerAuth(auth string, o *OAuthClient, cred *Credential) error {
 	if o == nil {
 		return &AuthError{"oauth", "required with auth: " + auth + ": client_id (and client_secret_ref for a confidential client)"}
 	}
-	if o.ClientID == "" || len(o.ClientID) > maxClientID || !plainWord(o.ClientID) {
+	switch {
+	case o.ClientID == "" && auth == AuthOAuth:
+		// aegis registers its own client (RFC 7591): it keeps the secret.
+		if o.ClientSecretRef != "" {
+			return &AuthError{"oauth.client_secret_ref", "given only with a client_id (without one, aegis registers its own client and keeps its secret)"}
+		}
+	case o.ClientID == "" || len(o.ClientID) > maxClientID || !plainWord(o.ClientID):
 		return &AuthError{"oauth.client_id", fmt.Sprintf("want 1-%d printable characters without spaces", maxClientID)}
 	}
 	if o.ClientSecretRef != "" {
