@@ -18,7 +18,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -102,10 +101,7 @@ func startProvider(t *testing.T, resource, redirect, secret string) string {
 	if err := npmcache.Install(ctx, dir, npmcache.Node, oidcProviderPkg); err != nil {
 		t.Fatalf("MISSING TOOL: %v", err)
 	}
-	script := filepath.Join(dir, "connections-provider.mjs")
-	if err := os.WriteFile(script, []byte(providerScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	script := writeScript(t, dir, "connections-provider", providerScript)
 	addr := mcptest.FreePort(t)
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
 	issuer := "http://127.0.0.1:" + port

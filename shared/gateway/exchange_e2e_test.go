@@ -2,7 +2,9 @@ package gateway_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -59,10 +61,7 @@ func startTokenService(t *testing.T, gatewayPrefix, upstreams, aegisSecret strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := filepath.Join(dir, "token-service.mjs") // beside its node_modules
-	if err := os.WriteFile(script, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	script := writeScript(t, dir, "token-service", string(src))
 	addr := mcptest.FreePort(t)
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
 	ts := &tokenService{issuer: "http://127.0.0.1:" + port, out: &syncbuf.Buffer{}}
@@ -81,6 +80,31 @@ func startTokenService(t *testing.T, gatewayPrefix, upstreams, aegisSecret strin
 		time.Sleep(50 * time.Millisecond)
 	}
 	return ts
+}
+
+// writeScript writes src into the npm cache directory dir (beside the
+// node_modules its imports resolve in) as NAME-HASH.mjs, named by its
+// content: the directory is shared by every checkout on the machine, and
+// a fixed name let one checkout's test run another's version of a script.
+func writeScript(t *testing.T, dir, name, src string) string {
+	t.Helper()
+	sum := sha256.Sum256([]byte(src))
+	p := filepath.Join(dir, name+"-"+hex.EncodeToString(sum[:6])+".mjs")
+	tmp, err := os.CreateTemp(dir, name+"-*.tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := tmp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp.Name(), p); err != nil { // whole or not at all
+		t.Fatal(err)
+	}
+	return p
 }
 
 // exchanges counts the service's exchanges for sub.
