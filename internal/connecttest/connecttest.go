@@ -11,7 +11,9 @@ package connecttest
 import (
 	"context"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -67,6 +69,7 @@ const provider = new Provider(issuer, {
   rotateRefreshToken: true,
   findAccount: async (ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
   features: {
+    registration: { enabled: true }, // open RFC 7591 registration (TestConnectionsDynamicRegistration)
     devInteractions: { enabled: true },
     revocation: { enabled: true },
     resourceIndicators: {
@@ -100,10 +103,7 @@ func StartProvider(t testing.TB, resource, redirect, secret string) string {
 	if err := npmcache.Install(ctx, dir, npmcache.Node, ProviderPackage); err != nil {
 		t.Fatalf("MISSING TOOL: %v", err)
 	}
-	script := filepath.Join(dir, "connections-provider.mjs")
-	if err := os.WriteFile(script, []byte(providerScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	script := WriteScript(t, dir, "connections-provider", providerScript)
 	addr := mcptest.FreePort(t)
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
 	issuer := "http://127.0.0.1:" + port
@@ -122,6 +122,31 @@ func StartProvider(t testing.TB, resource, redirect, secret string) string {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return issuer
+}
+
+// WriteScript writes src into the npm cache directory dir (beside the
+// node_modules its imports resolve in) as NAME-HASH.mjs, named by its
+// content: the directory is shared by every checkout on the machine, and
+// a fixed name let one checkout's test run another's version of a script.
+func WriteScript(t testing.TB, dir, name, src string) string {
+	t.Helper()
+	sum := sha256.Sum256([]byte(src))
+	p := filepath.Join(dir, name+"-"+hex.EncodeToString(sum[:6])+".mjs")
+	tmp, err := os.CreateTemp(dir, name+"-*.tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := tmp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp.Name(), p); err != nil { // whole or not at all
+		t.Fatal(err)
+	}
+	return p
 }
 
 // Upstream is a Go SDK MCP server behind the SDK's bearer-token

@@ -20,13 +20,10 @@ import (
 	"time"
 
 	"github.com/aegis-gw/aegis/shared/audit"
-	"github.com/aegis-gw/aegis/shared/correlation"
 	"github.com/aegis-gw/aegis/shared/netguard"
-	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/seal"
 	"github.com/aegis-gw/aegis/shared/store"
-	"github.com/aegis-gw/aegis/shared/telemetry"
 )
 
 // Secrets resolves a client secret reference (shared/credentials).
@@ -64,6 +61,10 @@ const (
 	EventRefresh = "connection.refresh" // its tokens were refreshed
 	EventFailure = "connection.failure" // a callback, code exchange or refresh failed (detail: why)
 	EventRevoke  = "connection.revoke"  // an operator or the caller revoked it
+	// EventRegister: aegis registered a client of its own (RFC 7591) for
+	// a server whose registry entry names none; the record's connection
+	// is the client id.
+	EventRegister = "connection.register"
 )
 
 // auditTimeout bounds writing one event's record.
@@ -74,6 +75,7 @@ const auditTimeout = 2 * time.Second
 // for concurrent use.
 type Broker struct {
 	o     Options
+	cl    client
 	disc  *Discoverer
 	cache tokenCache
 	// refreshing holds one lock per connection being refreshed: two
@@ -108,7 +110,7 @@ func New(o Options) (*Broker, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Broker{o: o, disc: &Discoverer{HTTP: o.HTTP, Local: o.Local, Now: o.Now}}, nil
+	return &Broker{o: o, cl: client{HTTP: o.HTTP, Local: o.Local, Secrets: o.Secrets}, disc: &Discoverer{HTTP: o.HTTP, Local: o.Local, Now: o.Now}}, nil
 }
 
 // NeededError: the call needs a connection the caller does not have, or
@@ -235,8 +237,12 @@ func (b *Broker) refresh(ctx context.Context, c Connection, tok Tokens, srv *reg
 	if tok.Refresh == "" {
 		return fail("the access token expired and there is no refresh token")
 	}
+	cr, err := b.creds(ctx, c.Tenant, srv, c.Issuer)
+	if err != nil {
+		return fail("refresh: " + err.Error())
+	}
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.Refresh}, "resource": {tok.Resource}}
-	got, err := b.tokenRequest(ctx, srv, tok.TokenEndpoint, form)
+	got, err := b.cl.tokenRequest(ctx, cr, tok.TokenEndpoint, form)
 	if err != nil {
 		return fail("refresh: " + err.Error())
 	}
@@ -308,26 +314,9 @@ func (b *Broker) Refused(ctx context.Context, tenant, caller, server, connID str
 	b.markBroken(ctx, c, "the server refused the token (HTTP 401)")
 }
 
-// event records kind for c: outcome allowed, or error for a failure
-// (detail says why, and never holds a token).
+// event records kind for c (record).
 func (b *Broker) event(ctx context.Context, kind string, c Connection, detail string) {
-	if b.o.Audit == nil {
-		return
-	}
-	rec := audit.Record{
-		Time: b.o.Now().UTC(), Tenant: c.Tenant, Caller: c.Caller, Layer: string(refusal.LayerGateway),
-		CorrelationID: cmp.Or(telemetry.CorrelationID(ctx), correlation.ID("")),
-		Method:        kind, Server: c.Server, Connection: c.ID, Outcome: audit.OutcomeAllowed,
-		PolicyHash: audit.PolicyHashNone, Detail: detail,
-	}
-	if kind == EventFailure {
-		rec.Outcome = audit.OutcomeError
-	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
-	defer cancel()
-	if err := b.o.Audit.Write(wctx, rec.Bounded()); err != nil {
-		b.o.Logger.Error("connection event not audited; record kept in this log line", "record", rec, "err", err)
-	}
+	record(ctx, b.o.Audit, b.o.Logger, b.o.Now(), kind, c, detail)
 }
 
 // Ask starts an authorization of caller's connection to srv and returns
@@ -347,17 +336,97 @@ func (b *Broker) Ask(ctx context.Context, tenant, caller string, srv *registry.S
 	if scopes == nil {
 		scopes = md.Scopes
 	}
+	clientID := srv.OAuth.ClientID
+	if clientID == "" {
+		cr, err := b.registered(ctx, tenant, caller, srv, md)
+		if err != nil {
+			return "", "", err
+		}
+		clientID = cr.id
+	}
 	p := Pending{
 		State: random(), Tenant: tenant, Caller: caller, Server: srv.Name, Verifier: random(),
 		Redirect: b.redirectURI(tenant), Resource: md.Resource, Scope: strings.Join(scopes, " "),
 		Issuer: md.Issuer, AuthorizationEndpoint: md.AuthorizationEndpoint, TokenEndpoint: md.TokenEndpoint,
-		RevocationEndpoint: md.RevocationEndpoint, Expires: b.o.Now().Add(PendingTTL),
+		RevocationEndpoint: md.RevocationEndpoint, ClientID: clientID, Expires: b.o.Now().Add(PendingTTL),
 	}
 	if err := b.o.Store.PutPending(ctx, p); err != nil {
 		return "", "", err
 	}
 	sum := sha256.Sum256([]byte("elicitation " + p.State))
 	return b.o.PublicURL + "/t/" + url.PathEscape(tenant) + "/connect/start?state=" + p.State, hex.EncodeToString(sum[:16]), nil
+}
+
+// creds is the client of srv's connections at issuer: the registry's, or
+// the one aegis registered there (Registration) when the registry names
+// none.
+func (b *Broker) creds(ctx context.Context, tenant string, srv *registry.Server, issuer string) (creds, error) {
+	if srv.OAuth.ClientID != "" {
+		return b.cl.configured(ctx, srv)
+	}
+	r, err := b.o.Store.Registration(ctx, tenant, srv.Name, issuer)
+	if err != nil {
+		return creds{}, fmt.Errorf("the client registered at %s could not be read: %w", issuer, err)
+	}
+	return b.openRegistration(ctx, r)
+}
+
+func regBind(r Registration) seal.Bind {
+	return seal.Bind{"tenant": r.Tenant, "server": r.Server, "issuer": r.Issuer, "client": r.ClientID}
+}
+
+func (b *Broker) openRegistration(ctx context.Context, r Registration) (creds, error) {
+	if len(r.Sealed) == 0 {
+		return creds{id: r.ClientID}, nil
+	}
+	plain, err := seal.Open(ctx, b.o.Keyring, r.Sealed, regBind(r))
+	if err != nil {
+		return creds{}, err
+	}
+	defer clear(plain)
+	return creds{r.ClientID, string(plain)}, nil
+}
+
+// registered is the client aegis registered for srv of tenant at md's
+// authorization server, registering one first (RFC 7591) when there is
+// none: the registry names no client_id for srv. Its secret is stored
+// sealed. Two instances registering at once both register; the first
+// stored wins and the other's client is never used. Audited
+// (EventRegister), with the caller whose call asked for it.
+func (b *Broker) registered(ctx context.Context, tenant, caller string, srv *registry.Server, md Metadata) (creds, error) {
+	r, err := b.o.Store.Registration(ctx, tenant, srv.Name, md.Issuer)
+	if err == nil {
+		return b.openRegistration(ctx, r)
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return creds{}, err
+	}
+	if md.RegistrationEndpoint == "" {
+		return creds{}, &DiscoveryError{"authorization server metadata", errors.New("the registry names no client_id and the authorization server offers no registration_endpoint")}
+	}
+	cr, err := b.cl.register(ctx, md.RegistrationEndpoint, "aegis gateway (tenant "+tenant+", server "+srv.Name+")", b.redirectURI(tenant))
+	if err != nil {
+		record(ctx, b.o.Audit, b.o.Logger, b.o.Now(), EventFailure, Connection{Tenant: tenant, Caller: caller, Server: srv.Name, Issuer: md.Issuer}, "client registration: "+err.Error())
+		return creds{}, &DiscoveryError{"client registration", err}
+	}
+	r = Registration{Tenant: tenant, Server: srv.Name, Issuer: md.Issuer, ClientID: cr.id, Created: b.o.Now().UTC()}
+	if cr.secret != "" {
+		if r.Sealed, err = seal.Seal(ctx, b.o.Keyring, []byte(cr.secret), regBind(r)); err != nil {
+			return creds{}, err
+		}
+	}
+	switch err := b.o.Store.PutRegistration(ctx, r); {
+	case errors.Is(err, store.ErrConflict):
+		won, err := b.o.Store.Registration(ctx, tenant, srv.Name, md.Issuer)
+		if err != nil {
+			return creds{}, err
+		}
+		return b.openRegistration(ctx, won)
+	case err != nil:
+		return creds{}, err
+	}
+	record(ctx, b.o.Audit, b.o.Logger, b.o.Now(), EventRegister, Connection{ID: cr.id, Tenant: tenant, Caller: caller, Server: srv.Name, Issuer: md.Issuer}, "")
+	return cr, nil
 }
 
 func (b *Broker) redirectURI(tenant string) string {
@@ -444,7 +513,7 @@ func (b *Broker) start(w http.ResponseWriter, r *http.Request, tenant string) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName(state), Value: cookie, Path: "/t/" + tenant + "/connect/",
 		MaxAge: int(PendingTTL.Seconds()), HttpOnly: true, Secure: strings.HasPrefix(b.o.PublicURL, "https:"), SameSite: http.SameSiteLaxMode})
 	q := url.Values{
-		"response_type": {"code"}, "client_id": {srv.OAuth.ClientID}, "redirect_uri": {p.Redirect},
+		"response_type": {"code"}, "client_id": {cmp.Or(p.ClientID, srv.OAuth.ClientID)}, "redirect_uri": {p.Redirect},
 		"state": {p.State}, "code_challenge": {challenge(p.Verifier)}, "code_challenge_method": {"S256"},
 		"resource": {p.Resource},
 	}
@@ -500,7 +569,11 @@ func (b *Broker) callback(w http.ResponseWriter, r *http.Request, tenant string)
 	}
 	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {p.Redirect},
 		"code_verifier": {p.Verifier}, "resource": {p.Resource}}
-	tok, err := b.tokenRequest(r.Context(), srv, p.TokenEndpoint, form)
+	cr, err := b.creds(r.Context(), tenant, srv, p.Issuer)
+	var tok tokenResponse
+	if err == nil {
+		tok, err = b.cl.tokenRequest(r.Context(), cr, p.TokenEndpoint, form)
+	}
 	if err != nil {
 		b.event(r.Context(), EventFailure, Connection{Tenant: tenant, Caller: p.Caller, Server: p.Server}, "code exchange: "+err.Error())
 		page(w, http.StatusBadGateway, "The authorization server did not give a token. Send the call again to get a new link.")
@@ -539,99 +612,6 @@ func (b *Broker) server(ctx context.Context, tenant, name string) (*registry.Ser
 	return nil, store.ErrNotFound
 }
 
-// tokenResponse is a token endpoint's answer (RFC 6749 §5.1).
-type tokenResponse struct {
-	Tokens
-	scope     string
-	expiresIn int64
-}
-
-// maxTokenAnswer bounds a token endpoint's answer.
-const maxTokenAnswer = 64 << 10
-
-// tokenRequest POSTs form to endpoint as srv's client (client_secret_basic
-// with a secret, else client_id in the form) and reads the tokens. Errors
-// carry the OAuth error code at most, never the answer's text.
-func (b *Broker) tokenRequest(ctx context.Context, srv *registry.Server, endpoint string, form url.Values) (tokenResponse, error) {
-	var out tokenResponse
-	if err := netguard.ValidateFetchURL(endpoint, b.o.Local); err != nil {
-		return out, err
-	}
-	secret, err := b.clientSecret(ctx, srv)
-	if err != nil {
-		return out, err
-	}
-	status, raw, err := b.post(ctx, srv, endpoint, form, secret)
-	if err != nil {
-		return out, err
-	}
-	var ans struct {
-		AccessToken  string `json:"access_token"`
-		TokenType    string `json:"token_type"`
-		RefreshToken string `json:"refresh_token"`
-		ExpiresIn    int64  `json:"expires_in"`
-		Scope        string `json:"scope"`
-		Error        string `json:"error"`
-	}
-	_ = json.Unmarshal(raw, &ans)
-	clear(raw)
-	if status != http.StatusOK || ans.AccessToken == "" {
-		return out, fmt.Errorf("the token endpoint answered HTTP %d %s", status, oauthCode(ans.Error))
-	}
-	if !strings.EqualFold(ans.TokenType, "Bearer") {
-		return out, fmt.Errorf("the token endpoint gave a %q token, not a Bearer token", oauthCode(ans.TokenType))
-	}
-	out.Access, out.Refresh, out.Type = ans.AccessToken, ans.RefreshToken, "Bearer"
-	out.scope, out.expiresIn = ans.Scope, ans.ExpiresIn
-	return out, nil
-}
-
-// clientSecret resolves srv's client secret ("" for a public client).
-func (b *Broker) clientSecret(ctx context.Context, srv *registry.Server) (string, error) {
-	ref := srv.OAuth.ClientSecretRef
-	if ref == "" {
-		return "", nil
-	}
-	if b.o.Secrets == nil {
-		return "", errors.New("the client secret cannot be resolved here")
-	}
-	v, err := b.o.Secrets.Resolve(ctx, ref)
-	if err != nil || v == "" {
-		return "", errors.New("the client secret could not be resolved")
-	}
-	return v, nil
-}
-
-// post POSTs form to endpoint as srv's client (client_secret_basic with
-// secret, else client_id in the form), within tokenTimeout, and returns
-// the answer's status and at most maxTokenAnswer bytes of its body.
-func (b *Broker) post(ctx context.Context, srv *registry.Server, endpoint string, form url.Values, secret string) (int, []byte, error) {
-	if secret == "" {
-		form.Set("client_id", srv.OAuth.ClientID)
-	}
-	ctx, cancel := context.WithTimeout(ctx, tokenTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	if secret != "" {
-		req.SetBasicAuth(url.QueryEscape(srv.OAuth.ClientID), url.QueryEscape(secret))
-	}
-	resp, err := b.o.HTTP.Do(req)
-	if err != nil {
-		return 0, nil, errors.New("the authorization server could not be reached")
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenAnswer+1))
-	if err != nil || len(raw) > maxTokenAnswer {
-		return 0, nil, errors.New("the authorization server's answer could not be read")
-	}
-	return resp.StatusCode, raw, nil
-}
-
 // Revoke ends the tenant's connection id: its refresh token (else its
 // access token) is revoked at the issuer's revocation endpoint when it
 // has one (RFC 7009), then the connection is deleted and audited
@@ -661,9 +641,9 @@ func (b *Broker) Revoke(ctx context.Context, tenant, id string) (c Connection, a
 		if tok.Refresh != "" {
 			form = url.Values{"token": {tok.Refresh}, "token_type_hint": {"refresh_token"}}
 		}
-		if secret, err := b.clientSecret(ctx, srv); err == nil {
+		if cr, err := b.creds(ctx, tenant, srv, c.Issuer); err == nil {
 			if err := netguard.ValidateFetchURL(tok.RevocationEndpoint, b.o.Local); err == nil {
-				if st, _, err := b.post(ctx, srv, tok.RevocationEndpoint, form, secret); err == nil && st == http.StatusOK {
+				if st, _, err := b.cl.post(ctx, cr, tok.RevocationEndpoint, form); err == nil && st == http.StatusOK {
 					atProvider = true
 				}
 			}
@@ -680,9 +660,6 @@ func (b *Broker) Revoke(ctx context.Context, tenant, id string) (c Connection, a
 	b.event(ctx, EventRevoke, c, detail)
 	return c, atProvider, nil
 }
-
-// tokenTimeout bounds one token request.
-const tokenTimeout = 10 * time.Second
 
 // oauthCode is an OAuth error code fit to show: the RFC 6749 character
 // set, at most 64 characters; anything else is "(unreadable)".

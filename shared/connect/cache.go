@@ -1,6 +1,7 @@
 package connect
 
 import (
+	"crypto/subtle"
 	"sync"
 	"time"
 )
@@ -23,11 +24,15 @@ const (
 
 type cachedToken struct {
 	access, connID string
-	until          time.Time
+	// bound, when set, is what the token was obtained for (an exchanged
+	// token: a hash of the subject token and the server's URL); get
+	// serves it only to the same.
+	bound string
+	until time.Time
 }
 
 func (c cachedToken) size(k connKey) int {
-	return cachedOverhead + len(c.access) + len(c.connID) + len(k.tenant) + len(k.caller) + len(k.server)
+	return cachedOverhead + len(c.access) + len(c.connID) + len(c.bound) + len(k.tenant) + len(k.caller) + len(k.server)
 }
 
 type connKey struct{ tenant, caller, server string }
@@ -42,10 +47,15 @@ type tokenCache struct {
 }
 
 func (c *tokenCache) get(k connKey, now time.Time) (cachedToken, bool) {
+	return c.getBound(k, "", now)
+}
+
+// getBound is get of an entry put with bound (putBound).
+func (c *tokenCache) getBound(k connKey, bound string, now time.Time) (cachedToken, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[k]
-	if !ok || !now.Before(e.until) {
+	if !ok || !now.Before(e.until) || subtle.ConstantTimeCompare([]byte(e.bound), []byte(bound)) != 1 {
 		return cachedToken{}, false
 	}
 	return e, true
@@ -55,6 +65,12 @@ func (c *tokenCache) get(k connKey, now time.Time) (cachedToken, bool) {
 // now+MaxCacheLifetime; a token without an expiry, or about to expire, is
 // not kept.
 func (c *tokenCache) put(k connKey, access, connID string, expires, now time.Time) {
+	c.putBound(k, access, connID, "", expires, now)
+}
+
+// putBound is put of a token obtained for bound: getBound serves it only
+// with the same bound. k keeps one entry, whatever its bound.
+func (c *tokenCache) putBound(k connKey, access, connID, bound string, expires, now time.Time) {
 	until := now.Add(MaxCacheLifetime)
 	if expires.IsZero() {
 		return
@@ -65,7 +81,7 @@ func (c *tokenCache) put(k connKey, access, connID string, expires, now time.Tim
 	if !now.Before(until) {
 		return
 	}
-	e := cachedToken{access: access, connID: connID, until: until}
+	e := cachedToken{access: access, connID: connID, bound: bound, until: until}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {

@@ -81,12 +81,30 @@ type Pending struct {
 	Resource string `json:"resource"`
 	Scope    string `json:"scope,omitempty"`
 	// The discovered authorization server.
-	Issuer                string    `json:"issuer"`
-	AuthorizationEndpoint string    `json:"authorization_endpoint"`
-	TokenEndpoint         string    `json:"token_endpoint"`
-	RevocationEndpoint    string    `json:"revocation_endpoint,omitempty"`
-	Opened                bool      `json:"opened,omitempty"`
-	Expires               time.Time `json:"expires"`
+	Issuer                string `json:"issuer"`
+	AuthorizationEndpoint string `json:"authorization_endpoint"`
+	TokenEndpoint         string `json:"token_endpoint"`
+	RevocationEndpoint    string `json:"revocation_endpoint,omitempty"`
+	// ClientID is the client the authorization is asked for: the
+	// registry's, or the one aegis registered (Registration).
+	ClientID string    `json:"client_id,omitempty"`
+	Opened   bool      `json:"opened,omitempty"`
+	Expires  time.Time `json:"expires"`
+}
+
+// Registration is a client aegis registered for itself (RFC 7591 dynamic
+// client registration) at the authorization server of a tenant's server
+// whose registry entry names no client: one per (tenant, server, issuer),
+// used for every caller's connection there. The client secret is in
+// Sealed only (sealed with seal.Seal, bound to tenant, server, issuer and
+// client id); empty for a public client.
+type Registration struct {
+	Tenant   string    `json:"tenant"`
+	Server   string    `json:"server"`
+	Issuer   string    `json:"issuer"`
+	ClientID string    `json:"client_id"`
+	Sealed   []byte    `json:"sealed,omitempty"`
+	Created  time.Time `json:"created"`
 }
 
 // PendingTTL is how long a link and its authorization stay usable.
@@ -116,4 +134,11 @@ type Store interface {
 	// TakePending removes and returns an opened authorization, once:
 	// ErrNotFound when absent, expired at now, or never opened.
 	TakePending(ctx context.Context, tenant, state string, now time.Time) (Pending, error)
+
+	// Registration returns the client registered for (tenant, server) at
+	// issuer; ErrNotFound when there is none.
+	Registration(ctx context.Context, tenant, server, issuer string) (Registration, error)
+	// PutRegistration stores r when none is stored for its (tenant,
+	// server, issuer); else ErrConflict (the first registration stays).
+	PutRegistration(ctx context.Context, r Registration) error
 }

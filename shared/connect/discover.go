@@ -28,6 +28,8 @@ type Metadata struct {
 	AuthorizationEndpoint string
 	TokenEndpoint         string
 	RevocationEndpoint    string
+	// RegistrationEndpoint is RFC 7591's, when the server offers it.
+	RegistrationEndpoint string
 }
 
 // DiscoveryError is a discovery that failed: Step names where ("probe",
@@ -138,6 +140,7 @@ func (d *Discoverer) discover(ctx context.Context, serverURL string) (Metadata, 
 		AuthorizationEndpoint string   `json:"authorization_endpoint"`
 		TokenEndpoint         string   `json:"token_endpoint"`
 		RevocationEndpoint    string   `json:"revocation_endpoint"`
+		RegistrationEndpoint  string   `json:"registration_endpoint"`
 		CodeChallengeMethods  []string `json:"code_challenge_methods_supported"`
 	}
 	for _, u := range oauth.DiscoveryURLs(issuer) {
@@ -157,8 +160,8 @@ func (d *Discoverer) discover(ctx context.Context, serverURL string) (Metadata, 
 	if !slices.Contains(as.CodeChallengeMethods, "S256") {
 		return Metadata{}, &DiscoveryError{step, errors.New("the authorization server does not offer PKCE with S256 (code_challenge_methods_supported)")}
 	}
-	for _, e := range []struct{ name, u string }{{"authorization_endpoint", as.AuthorizationEndpoint}, {"token_endpoint", as.TokenEndpoint}, {"revocation_endpoint", as.RevocationEndpoint}} {
-		if e.u == "" && e.name == "revocation_endpoint" {
+	for _, e := range []struct{ name, u string }{{"authorization_endpoint", as.AuthorizationEndpoint}, {"token_endpoint", as.TokenEndpoint}, {"revocation_endpoint", as.RevocationEndpoint}, {"registration_endpoint", as.RegistrationEndpoint}} {
+		if e.u == "" && (e.name == "revocation_endpoint" || e.name == "registration_endpoint") {
 			continue
 		}
 		if e.u == "" || len(e.u) > maxEndpoint {
@@ -169,7 +172,8 @@ func (d *Discoverer) discover(ctx context.Context, serverURL string) (Metadata, 
 		}
 	}
 	return Metadata{Resource: prm.Resource, Scopes: prm.ScopesSupported, Issuer: issuer,
-		AuthorizationEndpoint: as.AuthorizationEndpoint, TokenEndpoint: as.TokenEndpoint, RevocationEndpoint: as.RevocationEndpoint}, nil
+		AuthorizationEndpoint: as.AuthorizationEndpoint, TokenEndpoint: as.TokenEndpoint, RevocationEndpoint: as.RevocationEndpoint,
+		RegistrationEndpoint: as.RegistrationEndpoint}, nil
 }
 
 // probe sends serverURL an unauthenticated initialize and returns the

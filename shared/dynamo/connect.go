@@ -19,6 +19,7 @@ import (
 //
 //	pk T#<tenant>  sk CONN#<caller>#<server>  doc  ver (N: the record's version)
 //	pk T#<tenant>  sk CPEND#<state>           doc  exp (N: expiry, epoch ms)  ttl  [opened browser]
+//	pk T#<tenant>  sk CLIENT#<server>#<issuer> doc (a client aegis registered, its secret sealed)
 //
 // A connection is written only over the version before it (ver), so two
 // instances refreshing one connection cannot both rotate its refresh
@@ -29,6 +30,7 @@ import (
 const (
 	prefixConn    = "CONN"
 	prefixPending = "CPEND"
+	prefixClient  = "CLIENT"
 )
 
 // Connection implements connect.Store.
@@ -148,6 +150,25 @@ func (s *Store) TakePending(ctx context.Context, tenant, state string, now time.
 		return connect.Pending{}, err
 	}
 	return pendingOf(out.Attributes)
+}
+
+// Registration implements connect.Store.
+func (s *Store) Registration(ctx context.Context, tenant, server, issuer string) (connect.Registration, error) {
+	var r connect.Registration
+	err := s.getDoc(ctx, "Registration", tenantPK(tenant), JoinKey(prefixClient, server, issuer), &r)
+	return r, err
+}
+
+// PutRegistration implements connect.Store: one conditional PutItem.
+func (s *Store) PutRegistration(ctx context.Context, r connect.Registration) error {
+	it, err := s.docItem(tenantPK(r.Tenant), JoinKey(prefixClient, r.Server, r.Issuer), r)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.tables.State), Item: it, ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
+	return mapErr("PutRegistration", err)
 }
 
 var _ connect.Store = (*Store)(nil)

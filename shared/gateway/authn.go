@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/aegis-gw/aegis/shared/auth"
+	"github.com/aegis-gw/aegis/shared/connect"
 	"github.com/aegis-gw/aegis/shared/oauth"
 	"github.com/aegis-gw/aegis/shared/registry"
 	"github.com/aegis-gw/aegis/shared/store"
@@ -34,6 +35,10 @@ type caller struct {
 	token  bool
 	roles  []string
 	claims json.RawMessage
+	// subject is the token itself and its issuer, for token exchange
+	// (connect.go): exchanged at the tenant's token service, never sent
+	// on, never logged.
+	subject connect.Subject
 }
 
 // errKeyOfOtherTenant: an API key of one tenant on another's path.
@@ -79,7 +84,7 @@ func (g *Gateway) authenticate(ctx context.Context, r *http.Request, ep endpoint
 		return caller{}, registry.Tenant{}, err
 	}
 	key := registry.Key{ID: auth.TokenKeyID(id.Issuer, id.Caller), Tenant: t.ID, Caller: id.Caller}
-	return caller{key: key, token: true, roles: id.Roles, claims: id.Claims}, t, nil
+	return caller{key: key, token: true, roles: id.Roles, claims: id.Claims, subject: connect.Subject{Token: bearer, Issuer: id.Issuer}}, t, nil
 }
 
 // refuseAuth answers a failed authentication: 401 (or 403 for a token

@@ -16,23 +16,32 @@ import (
 )
 
 // callerTokens gives one request's upstream exchanges the access tokens of
-// its own caller's connections (upstream.Tokens), and remembers which
-// connection each server's token came from (for a 401, Refused).
+// its own caller's connections, or the tokens exchanged for the token the
+// caller came with (upstream.Tokens), and remembers which connection or
+// exchange each server's token came from (for a 401, Refused; for the
+// audit record).
 type callerTokens struct {
 	b              *connect.Broker // nil: this gateway makes no connections
+	x              *connect.Exchanger
 	tenant, caller string
+	subject        connect.Subject // the caller's token; zero for an API key
 	mu             sync.Mutex
-	used           map[string]string // server → connection id
+	used           map[string]string // server → connection or exchange id
 }
 
 var errNoConnections = errors.New("this gateway makes no connections (no public URL: docs/connections.md)")
 
 // Token implements upstream.Tokens.
-func (t *callerTokens) Token(ctx context.Context, srv *registry.Server) (string, error) {
-	if t.b == nil {
+func (t *callerTokens) Token(ctx context.Context, srv *registry.Server) (tok string, err error) {
+	var id string
+	switch {
+	case srv.ExchangesToken():
+		tok, id, err = t.x.Token(ctx, t.tenant, t.caller, t.subject, srv)
+	case t.b == nil:
 		return "", errNoConnections
+	default:
+		tok, id, err = t.b.Token(ctx, t.tenant, t.caller, srv)
 	}
-	tok, id, err := t.b.Token(ctx, t.tenant, t.caller, srv)
 	if err != nil {
 		return "", err
 	}
@@ -53,11 +62,24 @@ func (t *callerTokens) connection(server string) string {
 
 type callerTokensKey struct{}
 
+type subjectKey struct{}
+
+// withSubject returns ctx carrying the token who came with (none for an
+// API key), for the token exchanges of its request (withConnections).
+func withSubject(ctx context.Context, who caller) context.Context {
+	if !who.token {
+		return ctx
+	}
+	return context.WithValue(ctx, subjectKey{}, who.subject)
+}
+
 // withConnections returns ctx for c's request: the upstream exchanges it
-// makes carry c's caller's own tokens to servers with auth: oauth, and the
-// catalogs keep those servers' lists per caller.
+// makes carry c's caller's own tokens to servers with auth: oauth, tokens
+// exchanged for the caller's own to servers with auth: token_exchange,
+// and the catalogs keep those servers' lists per caller.
 func (g *Gateway) withConnections(ctx context.Context, c *pipeline.Call) context.Context {
-	t := &callerTokens{b: g.o.Connections, tenant: c.Tenant.ID, caller: c.Caller}
+	sub, _ := ctx.Value(subjectKey{}).(connect.Subject) // zero: an API key
+	t := &callerTokens{b: g.o.Connections, x: g.exchanger, tenant: c.Tenant.ID, caller: c.Caller, subject: sub}
 	ctx = upstream.WithTokens(ctx, t)
 	ctx = context.WithValue(ctx, callerTokensKey{}, t)
 	return route.WithCaller(ctx, c.Caller)
@@ -76,6 +98,9 @@ func (g *Gateway) connectionRefusal(ctx context.Context, c *pipeline.Call, err e
 	switch {
 	case errors.As(err, &te):
 		server = te.Server
+		if ref, ok := g.exchangeRefusal(c, te); ok {
+			return ref, true
+		}
 		var ne *connect.NeededError
 		switch {
 		case errors.Is(err, errNoConnections) || te.Err == nil && g.o.Connections == nil:
@@ -86,6 +111,13 @@ func (g *Gateway) connectionRefusal(ctx context.Context, c *pipeline.Call, err e
 			g.o.Logger.Warn("connection token unavailable", "correlation_id", c.CorrelationID, "tenant", c.Tenant.ID, "server", te.Server, "err", err)
 			return refusal.Internal(c.CorrelationID), true
 		}
+	case errors.As(err, &he) && he.Status == http.StatusUnauthorized && c.Server != nil && c.Server.ExchangesToken():
+		// The server refused the exchanged token: the next call exchanges
+		// again; this one is not sent twice.
+		if t, _ := ctx.Value(callerTokensKey{}).(*callerTokens); t != nil {
+			g.exchanger.Refused(c.Tenant.ID, c.Caller, c.Server.Name, t.connection(c.Server.Name))
+		}
+		return refusal.Upstream("server " + c.Server.Name + " refused the token exchanged for this caller's (HTTP 401)"), true
 	case errors.As(err, &he) && he.Status == http.StatusUnauthorized && c.Server != nil && c.Server.NeedsConnection() && g.o.Connections != nil:
 		server, broken = c.Server.Name, true
 		if t, _ := ctx.Value(callerTokensKey{}).(*callerTokens); t != nil {
@@ -113,6 +145,27 @@ func (g *Gateway) connectionRefusal(ctx context.Context, c *pipeline.Call, err e
 	return refusal.Connection(server, link, eid, broken), true
 }
 
+// exchangeRefusal is the answer to te when it is about a server with auth:
+// token_exchange: CONNECTION_REQUIRED, without a link, to a caller who came
+// with an API key (only a token of the tenant's issuer can be exchanged);
+// an upstream error naming the step to a failed exchange. ok is false for
+// any other error.
+func (g *Gateway) exchangeRefusal(c *pipeline.Call, te *upstream.TokenError) (ref *refusal.Refusal, ok bool) {
+	var xe *connect.ExchangeError
+	switch {
+	case errors.Is(te, connect.ErrNoSubject):
+		return refusal.New(refusal.ConnectionRequired, "Connection required: server "+te.Server+" is reached with a token exchanged for the caller's own; call on /t/"+c.Tenant.ID+"/mcp with an access token of this tenant's issuer, not an API key").
+			With("server", te.Server).With("mode", registry.AuthTokenExchange), true
+	case errors.As(te, &xe):
+		var de *connect.DiscoveryError
+		if errors.As(xe, &de) {
+			return refusal.Upstream("the token service of " + te.Server + " could not be found (" + de.Step + ")"), true
+		}
+		return refusal.Upstream("the token service refused to exchange this caller's token for " + te.Server), true
+	}
+	return nil, false
+}
+
 // completeConnection is the CONNECTION_REQUIRED the route stage gave
 // (naming the server it could not list for c's caller) with its link: the
 // caller's token is asked for once more, for the reason (no connection, a
@@ -125,6 +178,9 @@ func (g *Gateway) completeConnection(ctx context.Context, c *pipeline.Call, ref 
 		return refusal.Internal(c.CorrelationID)
 	}
 	if _, err = t.Token(ctx, srv); err == nil {
+		if srv.ExchangesToken() { // exchanged since: nothing to ask for
+			return refusal.Upstream("the tools of " + server + " could not be listed for this caller; send the call again")
+		}
 		err = &connect.NeededError{Server: server} // connected since: a link does no harm
 	}
 	out, _ := g.connectionRefusal(ctx, c, &upstream.TokenError{Server: server, Err: err})

@@ -161,6 +161,10 @@ type Gateway struct {
 	// closing is done once CloseStreams is called (streams.go).
 	closing      context.Context
 	closeStreams context.CancelFunc
+
+	// exchanger gives servers with auth: token_exchange the token
+	// exchanged for the caller's own (connect.go).
+	exchanger *connect.Exchanger
 }
 
 // New returns the gateway over b, with its checks built from the stage
@@ -216,6 +220,15 @@ func New(b backend.Backend, o *Options) (*Gateway, error) {
 	g.stops = killswitch.New(b, s.KillSwitchRefresh, g.o.Now, g.o.Logger)
 	g.auth = auth.NewAuthenticator(g.reg, s.Served)
 	g.tokens = oauth.New(&oauth.Options{HTTP: g.o.HTTP, Local: s.LocalMode, Now: g.o.Now, Logger: g.o.Logger})
+	var secrets connect.Secrets // a nil Credentials stays a nil interface
+	if g.o.Credentials != nil {
+		secrets = g.o.Credentials
+	}
+	exchanger, xerr := connect.NewExchanger(connect.ExchangeOptions{HTTP: g.o.HTTP, Local: s.LocalMode, Secrets: secrets, Now: g.o.Now, Logger: g.o.Logger, Audit: b})
+	if xerr != nil {
+		return nil, xerr
+	}
+	g.exchanger = exchanger
 	g.up = &upstream.Client{HTTP: g.o.HTTP, Timeout: s.UpstreamTimeout, MaxRetries: s.UpstreamMaxRetries, Creds: g.o.Credentials}
 	g.cat = route.NewCatalog(g.reg, toolLister(g.up), g.o.CatalogTTL, g.o.Now)
 	g.cats = route.Catalogs{
@@ -524,6 +537,7 @@ func (g *Gateway) post(w http.ResponseWriter, r *http.Request, ep endpoint, corr
 		g.refuseAuth(w, r, ep, corr, err)
 		return
 	}
+	ctx = withSubject(ctx, who)
 	key := who.key
 	note := telemetry.NoteOf(ctx) // the access log's (nil without one)
 	note.Tenant(tenant.ID)

@@ -51,6 +51,7 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, co
 		g.refuseAuth(w, r, ep, corr, err)
 		return
 	}
+	ctx = withSubject(ctx, who)
 	key := who.key
 	if !acceptsSSE(r.Header.Values("Accept")) {
 		writeJSON(w, http.StatusNotAcceptable, `{"error":"Accept must list text/event-stream"}`)

@@ -19,6 +19,10 @@ const (
 	MaxConnections     = 100_000
 	MaxConnectionBytes = 64 << 20
 	MaxPending         = 10_000
+	// MaxRegistrations and MaxRegistrationBytes bound the clients aegis
+	// registered (connect.Registration): over either a new one is refused.
+	MaxRegistrations     = 10_000
+	MaxRegistrationBytes = 16 << 20
 	// connOverhead is the fixed part of a connection's byte estimate.
 	connOverhead = 256
 )
@@ -27,12 +31,20 @@ type connKey struct{ tenant, caller, server string }
 
 type pendingKey struct{ tenant, state string }
 
+type regKey struct{ tenant, server, issuer string }
+
 // connTable is the connections and pending authorizations, own lock.
 type connTable struct {
 	mu      sync.Mutex
 	m       map[connKey]connect.Connection
 	bytes   int
 	pending map[pendingKey]connect.Pending
+	regs    map[regKey]connect.Registration
+	regSize int
+}
+
+func regBytes(r connect.Registration) int {
+	return connOverhead + len(r.Tenant) + len(r.Server) + len(r.Issuer) + len(r.ClientID) + len(r.Sealed)
 }
 
 func connBytes(c connect.Connection) int {
@@ -170,6 +182,41 @@ func (s *Store) TakePending(_ context.Context, tenant, state string, now time.Ti
 	}
 	delete(t.pending, k)
 	return p, nil
+}
+
+// Registration implements connect.Store.
+func (s *Store) Registration(_ context.Context, tenant, server, issuer string) (connect.Registration, error) {
+	t := &s.conns
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.regs[regKey{tenant, server, issuer}]
+	if !ok {
+		return connect.Registration{}, store.ErrNotFound
+	}
+	r.Sealed = slices.Clone(r.Sealed)
+	return r, nil
+}
+
+// PutRegistration implements connect.Store.
+func (s *Store) PutRegistration(_ context.Context, r connect.Registration) error {
+	t := &s.conns
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.regs == nil {
+		t.regs = map[regKey]connect.Registration{}
+	}
+	k := regKey{r.Tenant, r.Server, r.Issuer}
+	if _, ok := t.regs[k]; ok {
+		return store.ErrConflict
+	}
+	n := regBytes(r)
+	if len(t.regs) >= MaxRegistrations || t.regSize+n > MaxRegistrationBytes {
+		return store.ErrUnavailable
+	}
+	r.Sealed = slices.Clone(r.Sealed)
+	t.regs[k] = r
+	t.regSize += n
+	return nil
 }
 
 var _ connect.Store = (*Store)(nil)

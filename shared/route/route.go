@@ -137,7 +137,7 @@ func NewCatalog(reg registry.Reader, lister Lister, ttl time.Duration, now func(
 }
 
 func cacheKey(s *registry.Server, caps upstream.Caps, caller string) serverKey {
-	if !s.NeedsConnection() {
+	if !s.PerCaller() {
 		caller = ""
 	}
 	return serverKey{s.Tenant, s.Name, s.URL, caps, caller}
@@ -316,7 +316,7 @@ func (c *Catalog) built(ctx context.Context, tenant, only string, caps upstream.
 	vk := viewKey{tenant, only, caps, ""}
 	caller := callerOf(ctx)
 	for i := range servers {
-		if servers[i].NeedsConnection() {
+		if servers[i].PerCaller() {
 			vk.caller = caller
 		}
 	}

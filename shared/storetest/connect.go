@@ -123,4 +123,41 @@ func testConnections(t *testing.T, fresh func(*testing.T) backend.Backend) {
 	if _, err := b.OpenPending(c, "acme", "st-2", "h", now.Add(2*time.Minute)); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("OpenPending after expiry = %v; want ErrNotFound", err)
 	}
+
+	// Registered clients: one per (tenant, server, issuer), the first
+	// stays.
+	reg := connect.Registration{Tenant: "acme", Server: "docs", Issuer: "https://as.example", ClientID: "dyn-1", Sealed: []byte{9, 0, 8}, Created: t0}
+	if _, err := b.Registration(c, "acme", "docs", "https://as.example"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Registration(absent) = %v; want ErrNotFound", err)
+	}
+	if err := b.PutRegistration(c, reg); err != nil {
+		t.Fatal(err)
+	}
+	second := reg
+	second.ClientID = "dyn-2"
+	if err := b.PutRegistration(c, second); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("PutRegistration twice = %v; want ErrConflict", err)
+	}
+	for _, o := range []connect.Registration{
+		{Tenant: "other", Server: "docs", Issuer: "https://as.example", ClientID: "dyn-3"},
+		{Tenant: "acme", Server: "mail", Issuer: "https://as.example", ClientID: "dyn-4"},
+		{Tenant: "acme", Server: "docs", Issuer: "https://as2.example", ClientID: "dyn-5"},
+	} {
+		if err := b.PutRegistration(c, o); err != nil {
+			t.Fatalf("PutRegistration %+v = %v", o, err)
+		}
+	}
+	got3, err := b.Registration(c, "acme", "docs", "https://as.example")
+	if err != nil || got3.ClientID != "dyn-1" || string(got3.Sealed) != string(reg.Sealed) || !got3.Created.Equal(t0) {
+		t.Fatalf("Registration = %+v, %v", got3, err)
+	}
+	cs, err := b.Connections(c, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range cs {
+		if x.ID == "" || x.Caller == "" {
+			t.Fatalf("a tenant's connections list a registration: %+v", x)
+		}
+	}
 }

@@ -8,7 +8,8 @@ import (
 )
 
 // Tokens gives the access token of the calling caller's own connection to
-// a server with auth: oauth (registry.Server.NeedsConnection); the
+// a server with auth: oauth, or the token exchanged for the caller's own
+// toward a server with auth: token_exchange (registry.Server.PerCaller); the
 // gateway puts one in the context of each request (WithTokens), bound to
 // the request's tenant and caller, so that whatever this package sends for
 // that request (the call, a session's initialize, a listing, a stream)
@@ -47,7 +48,7 @@ func (e *TokenError) Unwrap() error { return e.Err }
 // credential for one that has it, else nil. The value is scrubbed from
 // everything the upstream returns.
 func (c *Client) credential(ctx context.Context, srv *registry.Server) (*injected, error) {
-	if srv.NeedsConnection() {
+	if srv.PerCaller() {
 		t, _ := ctx.Value(tokensKey{}).(Tokens)
 		if t == nil {
 			return nil, &TokenError{Server: srv.Name}
