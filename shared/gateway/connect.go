@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/aegis-gw/aegis/shared/connect"
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
@@ -67,8 +68,8 @@ func (g *Gateway) withConnections(ctx context.Context, c *pipeline.Call) context
 // connection (an *upstream.TokenError from routing or the exchange), or an
 // upstream answered 401 to the token of their connection (which is then
 // marked broken): CONNECTION_REQUIRED with a fresh link, as a URL
-// elicitation (-32042) to a client that declared elicitation.url. ok is
-// false for any other error.
+// elicitation to a client that can take one (elicitsURL: -32042, or an
+// input-required result at 2026-07-28). ok is false for any other error.
 func (g *Gateway) connectionRefusal(ctx context.Context, c *pipeline.Call, err error) (ref *refusal.Refusal, ok bool) {
 	var te *upstream.TokenError
 	var he *upstream.HTTPError
@@ -107,11 +108,35 @@ func (g *Gateway) connectionRefusal(ctx context.Context, c *pipeline.Call, err e
 		}
 		return refusal.Internal(c.CorrelationID), true
 	}
-	if c.MCP && !c.Stateless && sessioncheck.Caps(c)&upstream.CapElicitURL != 0 {
+	if elicitsURL(c) {
 		return refusal.ConnectionElicitation(server, link, eid, broken), true
 	}
 	return refusal.Connection(server, link, eid, broken), true
 }
+
+// elicitsURL reports whether c's client can be asked to open a link by a
+// URL-mode elicitation: an MCP 2025-11-25 session that declared
+// elicitation.url (-32042), or an MCP 2026-07-28 request that declares it,
+// whose method may be answered with an input-required result (tools/call,
+// prompts/get, resources/read: SEP-2322), and which is not the retry of
+// one whose person declined or cancelled the last link (that retry gets
+// the refusal with a link: an answer, where another input-required result
+// would ask the client to loop).
+func elicitsURL(c *pipeline.Call) bool {
+	if !c.MCP || sessioncheck.Caps(c)&upstream.CapElicitURL == 0 {
+		return false
+	}
+	if !c.Stateless {
+		return true
+	}
+	answer := jsonrpc.Member(jsonrpc.Member(c.Params, "inputResponses"), refusal.ConnectionInputKey)
+	action, _ := jsonrpc.StringMember(answer, "action")
+	return inputRequiredMethods[c.Method] && (answer == nil || action == "accept")
+}
+
+// inputRequiredMethods are the requests MCP 2026-07-28 lets a server
+// answer with an input-required result.
+var inputRequiredMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
 
 // completeConnection is the CONNECTION_REQUIRED the route stage gave
 // (naming the server it could not list for c's caller) with its link: the
