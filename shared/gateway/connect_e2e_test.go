@@ -3,36 +3,20 @@ package gateway_test
 import (
 	"context"
 	"crypto/rand"
-	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
-	"github.com/modelcontextprotocol/go-sdk/auth"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
-
-	"github.com/aegis-gw/aegis/internal/mcptest"
-	"github.com/aegis-gw/aegis/internal/npmcache"
-	"github.com/aegis-gw/aegis/internal/syncbuf"
+	"github.com/aegis-gw/aegis/internal/connecttest"
 	"github.com/aegis-gw/aegis/shared/admin"
 	"github.com/aegis-gw/aegis/shared/audit"
 	aegisauth "github.com/aegis-gw/aegis/shared/auth"
@@ -48,203 +32,12 @@ import (
 	"github.com/aegis-gw/aegis/shared/seal"
 )
 
-var oidcProviderPkg = npmcache.Package{Name: "oidc-provider", Version: "9.13.3"}
-
-// providerScript runs panva's oidc-provider as the authorization server of
-// one upstream MCP server (RESOURCE): one confidential client of aegis's
-// (aegis-docs) with the gateway's callback as its only redirect URI, PKCE
-// required, RFC 8707 resource indicators giving RS256 JWT access tokens
-// for RESOURCE only, refresh tokens (rotated on use), and the provider's
-// development login and consent pages (any login, any password).
-const providerScript = `import Provider, { errors } from 'oidc-provider';
-const port = Number(process.env.ISSUER_PORT);
-const issuer = 'http://127.0.0.1:' + port;
-const resource = process.env.RESOURCE;
-const provider = new Provider(issuer, {
-  clients: [{
-    client_id: 'aegis-docs', client_secret: process.env.CLIENT_SECRET,
-    grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'],
-    redirect_uris: [process.env.REDIRECT], token_endpoint_auth_method: 'client_secret_basic',
-  }],
-  scopes: ['mcp'],
-  pkce: { required: () => true },
-  issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
-  rotateRefreshToken: true,
-  findAccount: async (ctx, id) => ({ accountId: id, claims: async () => ({ sub: id }) }),
-  features: {
-    devInteractions: { enabled: true },
-    revocation: { enabled: true },
-    resourceIndicators: {
-      enabled: true,
-      defaultResource: () => undefined,
-      useGrantedResource: () => true,
-      getResourceServerInfo(ctx, r) {
-        if (r !== resource) throw new errors.InvalidTarget('tokens for ' + resource + ' only');
-        return { scope: 'mcp', audience: r, accessTokenFormat: 'jwt', accessTokenTTL: 3600, jwt: { sign: { alg: 'RS256' } } };
-      },
-    },
-  },
-});
-provider.listen(port, '127.0.0.1', () => console.log('issuer ' + issuer));
-`
-
-// provider starts the npm provider for resource, redirecting to
-// redirect; it returns the issuer URL.
-func startProvider(t *testing.T, resource, redirect, secret string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	dir, err := npmcache.Dir("oidc-provider")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := npmcache.Install(ctx, dir, npmcache.Node, oidcProviderPkg); err != nil {
-		t.Fatalf("MISSING TOOL: %v", err)
-	}
-	script := filepath.Join(dir, "connections-provider.mjs")
-	if err := os.WriteFile(script, []byte(providerScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := mcptest.FreePort(t)
-	port := addr[strings.LastIndexByte(addr, ':')+1:]
-	issuer := "http://127.0.0.1:" + port
-	var out syncbuf.Buffer
-	cmd := exec.Command(npmcache.NodeBin(dir), script)
-	cmd.Env = append(os.Environ(), "ISSUER_PORT="+port, "RESOURCE="+resource, "REDIRECT="+redirect, "CLIENT_SECRET="+secret)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), "issuer "+issuer); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the provider did not start:\n%s", out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return issuer
-}
-
-// protectedUpstream is a Go SDK MCP server behind the SDK's bearer-token
-// middleware, verifying the provider's JWTs (RS256, its JWKS, aud = this
-// server's URL, scope mcp). Its tools: whoami (the token's subject) and
-// leak (echoes the Authorization header it was sent). It records every
-// token it was sent.
-type protectedUpstream struct {
-	URL    string
-	mu     sync.Mutex
-	tokens []string
-	calls  int
-}
-
-func (u *protectedUpstream) seen() ([]string, int) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return append([]string(nil), u.tokens...), u.calls
-}
-
-func startProtectedUpstream(t *testing.T, issuer func() string) *protectedUpstream {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &protectedUpstream{URL: "http://" + l.Addr().String() + "/mcp"}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "docs", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "whoami", Description: "who the token says you are"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "subject=" + req.Extra.TokenInfo.UserID}}}, nil, nil
-	})
-	mcp.AddTool(srv, &mcp.Tool{Name: "leak", Description: "echoes the request's Authorization"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		h := req.Extra.Header.Get("Authorization")
-		tok := strings.TrimPrefix(h, "Bearer ")
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "raw " + h + " b64 " + base64.StdEncoding.EncodeToString([]byte(tok))}}}, nil, nil
-	})
-	verify := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		u.mu.Lock()
-		u.tokens = append(u.tokens, token)
-		u.mu.Unlock()
-		keys, err := providerKeys(ctx, issuer())
-		if err != nil {
-			return nil, err
-		}
-		claims := jwt.MapClaims{}
-		_, err = jwt.ParseWithClaims(token, claims, func(tk *jwt.Token) (any, error) {
-			kid, _ := tk.Header["kid"].(string)
-			if k, ok := keys[kid]; ok {
-				return k, nil
-			}
-			return nil, errors.New("unknown kid")
-		}, jwt.WithValidMethods([]string{"RS256"}), jwt.WithAudience(u.URL), jwt.WithIssuer(issuer()), jwt.WithExpirationRequired())
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
-		}
-		sub, _ := claims["sub"].(string)
-		scope, _ := claims["scope"].(string)
-		exp, _ := claims.GetExpirationTime()
-		return &auth.TokenInfo{UserID: sub, Scopes: strings.Fields(scope), Expiration: exp.Time}, nil
-	}
-	prm := u.URL[:strings.LastIndex(u.URL, "/mcp")] + "/.well-known/oauth-protected-resource/mcp"
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prm, Scopes: []string{"mcp"}})(
-		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			u.mu.Lock()
-			u.calls++
-			u.mu.Unlock()
-			h.ServeHTTP(w, r)
-		})))
-	mux.Handle("/.well-known/oauth-protected-resource/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-			Resource: u.URL, AuthorizationServers: []string{issuer()}, ScopesSupported: []string{"mcp"},
-		}).ServeHTTP(w, r)
-	}))
-	hs := &httptest.Server{Listener: l, Config: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}}
-	hs.Start()
-	t.Cleanup(hs.Close)
-	return u
-}
-
-// providerKeys reads the provider's JWKS (its RSA keys by kid).
-func providerKeys(ctx context.Context, issuer string) (map[string]*rsa.PublicKey, error) {
-	get := func(u string, v any) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		return json.NewDecoder(resp.Body).Decode(v)
-	}
-	var doc struct {
-		JWKS string `json:"jwks_uri"`
-	}
-	if err := get(issuer+"/.well-known/openid-configuration", &doc); err != nil {
-		return nil, err
-	}
-	var set struct {
-		Keys []struct{ Kty, Kid, N, E string } `json:"keys"`
-	}
-	if err := get(doc.JWKS, &set); err != nil {
-		return nil, err
-	}
-	out := map[string]*rsa.PublicKey{}
-	for _, k := range set.Keys {
-		if k.Kty != "RSA" {
-			continue
-		}
-		n, _ := base64.RawURLEncoding.DecodeString(k.N)
-		e, _ := base64.RawURLEncoding.DecodeString(k.E)
-		out[k.Kid] = &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}
-	}
-	return out, nil
-}
-
 // connWorld is a gateway whose tenant acme (callers alice, bob) and
 // tenant other (caller carol) each have the server docs with auth: oauth
 // on the protected upstream.
 type connWorld struct {
 	gw, issuer, secret string
-	up                 *protectedUpstream
+	up                 *connecttest.Upstream
 	store              backend.Backend
 	keyring            seal.Keyring
 	clock              *shiftClock
@@ -281,8 +74,8 @@ func newConnWorld(t *testing.T, b backend.Backend) *connWorld {
 	}
 	w.gw = "http://" + gl.Addr().String()
 	var issuer string
-	w.up = startProtectedUpstream(t, func() string { return issuer })
-	issuer = startProvider(t, w.up.URL, w.gw+"/t/acme/connect/callback", w.secret)
+	w.up = connecttest.StartUpstream(t, func() string { return issuer }, nil)
+	issuer = connecttest.StartProvider(t, connecttest.Provider{Resource: w.up.URL, Redirect: w.gw + "/t/acme/connect/callback", Secret: w.secret})
 	w.issuer = issuer
 	client := &registry.OAuthClient{ClientID: "aegis-docs", ClientSecretRef: "env:DOCS_CLIENT_SECRET"}
 	for _, tc := range []struct{ tenant, caller string }{{"acme", "alice"}, {"acme", "bob"}, {"other", "carol"}} {
@@ -430,58 +223,6 @@ func linkOf(t *testing.T, answer string) string {
 	return a.Error.Data.URL
 }
 
-var (
-	formAction = regexp.MustCompile(`<form[^>]*action="([^"]+)"`)
-	promptIn   = regexp.MustCompile(`name="prompt" value="([a-z]+)"`)
-)
-
-// browser is a person's browser: a cookie jar, following redirects.
-func browser() *http.Client {
-	jar, _ := cookiejar.New(nil)
-	return &http.Client{Jar: jar, Timeout: 20 * time.Second}
-}
-
-// consent follows link in b as a person does: the provider's login page
-// (login as who), its consent page, and back to the gateway's callback,
-// whose page it returns. stopAt, when set, stops at the first redirect to
-// a URL it matches and returns that URL instead.
-func consent(t *testing.T, b *http.Client, link, who string, stopAt func(string) bool) (status int, page, stopped string) {
-	t.Helper()
-	c := *b
-	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if stopAt != nil && stopAt(req.URL.String()) {
-			stopped = req.URL.String()
-			return http.ErrUseLastResponse
-		}
-		return nil
-	}
-	resp, err := c.Get(link)
-	for step := 0; ; step++ {
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if stopped != "" {
-			return resp.StatusCode, string(body), stopped
-		}
-		m := formAction.FindStringSubmatch(string(body))
-		if m == nil || step > 4 {
-			return resp.StatusCode, string(body), ""
-		}
-		action, _ := resp.Request.URL.Parse(strings.ReplaceAll(m[1], "&amp;", "&"))
-		form := url.Values{}
-		if p := promptIn.FindStringSubmatch(string(body)); p != nil {
-			form.Set("prompt", p[1])
-			if p[1] == "login" {
-				form.Set("login", who)
-				form.Set("password", "any")
-			}
-		}
-		resp, err = c.PostForm(action.String(), form)
-	}
-}
-
 // TestConnectionsEndToEnd: a caller without a connection is answered
 // with a link; a person follows it through a real OpenID provider's
 // login and consent (npm oidc-provider); the identical call then
@@ -502,7 +243,7 @@ func testConnections(t *testing.T, w *connWorld) {
 
 	// Alice, not connected: the link, and nothing sent upstream.
 	link := linkOf(t, w.invoke(t, "acme", "alice", "docs.whoami"))
-	if _, calls := w.up.seen(); calls != 0 {
+	if _, calls := w.up.Seen(); calls != 0 {
 		t.Fatalf("the upstream got %d MCP requests before any connection", calls)
 	}
 	if !strings.HasPrefix(link, w.gw+"/t/acme/connect/start?state=") {
@@ -553,29 +294,29 @@ func testConnections(t *testing.T, w *connWorld) {
 		t.Fatalf("the link redirected %d to %s", resp.StatusCode, authz)
 	}
 	// Single use: that opening used the link.
-	if st, _, _ := consent(t, browser(), link, "alice", nil); st != http.StatusGone {
+	if st, _, _ := connecttest.Consent(t, connecttest.Browser(nil), link, "alice", nil); st != http.StatusGone {
 		t.Fatalf("a second opening of the link = %d; want 410", st)
 	}
 
 	// Redirect URI swap: the provider refuses to send a code elsewhere.
 	link = linkOf(t, w.invoke(t, "acme", "alice", "docs.whoami"))
 	attacker := "http://127.0.0.1:1/steal"
-	b := browser()
-	_, _, authzURL := consent(t, b, link, "alice", func(u string) bool { return strings.HasPrefix(u, w.issuer) })
+	b := connecttest.Browser(nil)
+	_, _, authzURL := connecttest.Consent(t, b, link, "alice", func(u string) bool { return strings.HasPrefix(u, w.issuer) })
 	swapped, _ := url.Parse(authzURL)
 	sq := swapped.Query()
 	sq.Set("redirect_uri", attacker)
 	swapped.RawQuery = sq.Encode()
-	_, page, stolen := consent(t, b, swapped.String(), "alice", func(u string) bool { return strings.HasPrefix(u, attacker) })
+	_, page, stolen := connecttest.Consent(t, b, swapped.String(), "alice", func(u string) bool { return strings.HasPrefix(u, attacker) })
 	if stolen != "" || !strings.Contains(page, "redirect_uri") {
 		t.Fatalf("with a swapped redirect_uri the provider redirected to %q (page %.200s)", stolen, page)
 	}
 
 	// Consent in a browser: connected.
 	link = linkOf(t, w.invoke(t, "acme", "alice", "docs.whoami"))
-	b = browser()
+	b = connecttest.Browser(nil)
 	var callback string
-	st, page, _ := consent(t, b, link, "alice", func(u string) bool {
+	st, page, _ := connecttest.Consent(t, b, link, "alice", func(u string) bool {
 		if strings.HasPrefix(u, w.gw+"/t/acme/connect/callback") {
 			callback = u
 		}
@@ -589,7 +330,7 @@ func testConnections(t *testing.T, w *connWorld) {
 	if !strings.Contains(got, "subject=alice") {
 		t.Fatalf("after consent: %s", got)
 	}
-	tokens, _ := w.up.seen()
+	tokens, _ := w.up.Seen()
 	if len(tokens) == 0 {
 		t.Fatal("the upstream saw no token")
 	}
@@ -619,9 +360,9 @@ func testConnections(t *testing.T, w *connWorld) {
 
 	// Bob (same tenant) and carol (another tenant) are not alice.
 	for _, c := range []struct{ tenant, caller string }{{"acme", "bob"}, {"other", "carol"}} {
-		before, _ := w.up.seen()
+		before, _ := w.up.Seen()
 		linkOf(t, w.invoke(t, c.tenant, c.caller, "docs.whoami"))
-		if after, _ := w.up.seen(); len(after) != len(before) {
+		if after, _ := w.up.Seen(); len(after) != len(before) {
 			t.Fatalf("%s's call reached the upstream with a token", c.caller)
 		}
 	}
@@ -629,8 +370,8 @@ func testConnections(t *testing.T, w *connWorld) {
 	// Bob's link, completed in another browser than the one that opened
 	// it: refused, and bob stays unconnected.
 	link = linkOf(t, w.invoke(t, "acme", "bob", "docs.whoami"))
-	_, _, cb := consent(t, browser(), link, "mallory", func(u string) bool { return strings.HasPrefix(u, w.gw+"/t/acme/connect/callback") })
-	resp, err = browser().Get(cb)
+	_, _, cb := connecttest.Consent(t, connecttest.Browser(nil), link, "mallory", func(u string) bool { return strings.HasPrefix(u, w.gw+"/t/acme/connect/callback") })
+	resp, err = connecttest.Browser(nil).Get(cb)
 	must(t, err)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
@@ -642,7 +383,7 @@ func testConnections(t *testing.T, w *connWorld) {
 	// provider (his refresh token no longer works there) and here (he is
 	// asked again).
 	link = linkOf(t, w.invoke(t, "acme", "bob", "docs.whoami"))
-	if st, page, _ := consent(t, browser(), link, "bob", nil); st != http.StatusOK || !strings.Contains(page, "Connected to docs") {
+	if st, page, _ := connecttest.Consent(t, connecttest.Browser(nil), link, "bob", nil); st != http.StatusOK || !strings.Contains(page, "Connected to docs") {
 		t.Fatalf("bob's consent ended %d: %.200s", st, page)
 	}
 	if got := w.invoke(t, "acme", "bob", "docs.whoami"); !strings.Contains(got, "subject=bob") {
@@ -705,13 +446,13 @@ func testConnections(t *testing.T, w *connWorld) {
 	old.Version = c.Version + 1
 	must(t, w.store.PutConnection(context.Background(), old))
 	w.clock.Add(2 * time.Hour)
-	before, _ := w.up.seen()
+	before, _ := w.up.Seen()
 	ans := w.invoke(t, "acme", "alice", "docs.whoami")
 	linkOf(t, ans)
 	if !strings.Contains(ans, "stopped working") {
 		t.Fatalf("after a failed refresh: %s", ans)
 	}
-	if after, _ := w.up.seen(); len(after) != len(before) {
+	if after, _ := w.up.Seen(); len(after) != len(before) {
 		t.Fatal("after a failed refresh the upstream was sent a token")
 	}
 	c, _ = w.store.Connection(context.Background(), "acme", "alice", "docs")
@@ -725,7 +466,7 @@ func testConnections(t *testing.T, w *connWorld) {
 	must(t, err)
 	count := map[string]int{}
 	all, _ := json.Marshal(recs)
-	seenTokens, _ := w.up.seen()
+	seenTokens, _ := w.up.Seen()
 	for _, tk := range seenTokens {
 		if strings.Contains(string(all), tk) {
 			t.Fatal("a token is in the audit trail")

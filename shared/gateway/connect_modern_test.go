@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/aegis-gw/aegis/internal/connecttest"
 	"github.com/aegis-gw/aegis/shared/memstore"
 )
 
@@ -82,12 +83,12 @@ func TestConnectionsModernClient(t *testing.T) {
 		var asked []*mcp.ElicitParams
 		cs, rec := connect(t, "alice", urlCaps, func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			asked = append(asked, req.Params)
-			if st, page, _ := consent(t, browser(), req.Params.URL, "alice", nil); st != http.StatusOK || !strings.Contains(page, "Connected to docs") {
+			if st, page, _ := connecttest.Consent(t, connecttest.Browser(nil), req.Params.URL, "alice", nil); st != http.StatusOK || !strings.Contains(page, "Connected to docs") {
 				t.Errorf("consent ended %d: %.300s", st, page)
 			}
 			return &mcp.ElicitResult{Action: "accept"}, nil
 		})
-		_, before := w.up.seen()
+		_, before := w.up.Seen()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "docs.whoami", Arguments: map[string]any{}})
@@ -103,7 +104,7 @@ func TestConnectionsModernClient(t *testing.T) {
 			strings.Contains(ans[0], "requestState") || strings.Contains(ans[0], `"error"`) || !strings.Contains(ans[1], "subject=alice") {
 			t.Fatalf("the answers on the wire: %q", ans)
 		}
-		if _, calls := w.up.seen(); calls == before {
+		if _, calls := w.up.Seen(); calls == before {
 			t.Fatal("the retry did not reach the upstream")
 		}
 	})

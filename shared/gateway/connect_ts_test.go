@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/internal/connecttest"
 	"github.com/aegis-gw/aegis/internal/syncbuf"
 	"github.com/aegis-gw/aegis/shared/memstore"
 )
@@ -94,7 +95,7 @@ func TestConnectionsTypeScriptClient(t *testing.T) {
 			if tc.urlMode {
 				mode = "1"
 			}
-			_, before := w.up.seen()
+			_, before := w.up.Seen()
 			var stderr syncbuf.Buffer
 			cmd := exec.CommandContext(ctx, node, script)
 			cmd.Env = append(os.Environ(), "SDK=file://"+sdk, "URL="+w.gw+"/t/acme/mcp", "KEY="+w.keys[tc.caller], "TOOL=docs.whoami", "URL_MODE="+mode)
@@ -141,12 +142,12 @@ func TestConnectionsTypeScriptClient(t *testing.T) {
 				}
 				link = first.Data.URL
 			}
-			if _, calls := w.up.seen(); calls != before {
+			if _, calls := w.up.Seen(); calls != before {
 				t.Fatalf("the upstream got %d MCP requests before %s connected", calls-before, tc.caller)
 			}
 
 			// The person opens the link, signs in and consents.
-			st, page, _ := consent(t, browser(), link, tc.caller, nil)
+			st, page, _ := connecttest.Consent(t, connecttest.Browser(nil), link, tc.caller, nil)
 			if st != http.StatusOK || !strings.Contains(page, "Connected to docs") {
 				t.Fatalf("consent ended %d: %.300s", st, page)
 			}
