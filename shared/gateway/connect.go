@@ -118,10 +118,11 @@ func (g *Gateway) connectionRefusal(ctx context.Context, c *pipeline.Call, err e
 // URL-mode elicitation: an MCP 2025-11-25 session that declared
 // elicitation.url (-32042), or an MCP 2026-07-28 request that declares it,
 // whose method may be answered with an input-required result (tools/call,
-// prompts/get, resources/read: SEP-2322), and which is not the retry of
-// one whose person declined or cancelled the last link (that retry gets
-// the refusal with a link: an answer, where another input-required result
-// would ask the client to loop).
+// prompts/get, resources/read: SEP-2322), and which does not answer the
+// gateway's elicitation already. A retry that answered it (accepted,
+// declined or cancelled) and still finds no connection gets the refusal
+// with a fresh link: one prompt per call, never a loop of them while the
+// person is still at the provider (docs/design/connections.md).
 func elicitsURL(c *pipeline.Call) bool {
 	if !c.MCP || sessioncheck.Caps(c)&upstream.CapElicitURL == 0 {
 		return false
@@ -129,9 +130,7 @@ func elicitsURL(c *pipeline.Call) bool {
 	if !c.Stateless {
 		return true
 	}
-	answer := jsonrpc.Member(jsonrpc.Member(c.Params, "inputResponses"), refusal.ConnectionInputKey)
-	action, _ := jsonrpc.StringMember(answer, "action")
-	return inputRequiredMethods[c.Method] && (answer == nil || action == "accept")
+	return inputRequiredMethods[c.Method] && jsonrpc.Member(jsonrpc.Member(c.Params, "inputResponses"), refusal.ConnectionInputKey) == nil
 }
 
 // inputRequiredMethods are the requests MCP 2026-07-28 lets a server

@@ -57,9 +57,10 @@ func (a *answersOf) answers() []string {
 // a URL-mode elicitation under "aegis.connection", no requestState), its
 // elicitation handler follows the link through the npm oidc-provider's
 // login and consent and accepts, and the client's retry of the identical
-// call succeeds with the caller's own grant. A client whose person
-// declines gets -33065 with the link, once; a client without the url
-// capability gets -33065 with the link.
+// call succeeds with the caller's own grant. A retry that answered the
+// elicitation (declined, or accepted while the person has not connected
+// yet) gets -33065 with a fresh link: the person is asked once per call.
+// A client without the url capability gets -33065 with the link.
 func TestConnectionsModernClient(t *testing.T) {
 	w := newConnWorld(t, memstore.New())
 	prefix := w.gw + "/t/acme/connect/start?state="
@@ -110,17 +111,18 @@ func TestConnectionsModernClient(t *testing.T) {
 	})
 
 	for _, tc := range []struct {
-		name string
-		caps *mcp.ClientCapabilities
+		name, action string
+		caps         *mcp.ClientCapabilities
 	}{
-		{"declined", urlCaps},
-		{"no url capability", &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}},
+		{"declined", "decline", urlCaps},
+		{"accepted, not connected yet", "accept", urlCaps},
+		{"no url capability", "accept", &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			asked := 0
 			cs, _ := connect(t, "bob", tc.caps, func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 				asked++
-				return &mcp.ElicitResult{Action: "decline"}, nil
+				return &mcp.ElicitResult{Action: tc.action}, nil
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
