@@ -24,7 +24,8 @@ import (
 // is in the broker's cache: no read of the connection, no KMS call). The
 // caller's connection is stored sealed, as a callback would store it; the
 // two servers are the same demo upstream, one with auth: oauth. The
-// connected call's audit record names the connection.
+// connected calls' audit records name the connection. Idle past the
+// caches' lifetimes, both kinds of call read the connection once.
 func TestDynamoDBCostConnectedCall(t *testing.T) {
 	ctx := context.Background()
 	kek := make([]byte, 32)
@@ -65,7 +66,20 @@ func TestDynamoDBCostConnectedCall(t *testing.T) {
 	if want := (costWant{6, 5, 1, 5, 2, 3, 0}); brokered != want || connected != want {
 		t.Errorf("warm: brokered %+v, connected %+v; want both %+v", brokered, connected, want)
 	}
-	recs, _, err := e.Admin.Query(ctx, audit.Query{Tenant: "acme", From: now.Add(-time.Hour), To: now.Add(time.Hour), Limit: 100})
+	// Idle past every cache's lifetime, the token's included (5
+	// minutes): the caller's first call reads the connection again
+	// (GetItem), whichever server it calls, because the caller's catalog
+	// lists docs with that token; it comes after the tenant's view (which
+	// says docs has auth: oauth): one read and one trip more than the
+	// idle row of TestDynamoDBCostPerCall, whose tenant has no such server.
+	e.Clock.Advance(6 * time.Minute)
+	idleConnected := count(5, "docs.echo")
+	e.Clock.Advance(6 * time.Minute)
+	idleBrokered := count(6, "mock-primary.echo")
+	if want := (costWant{10, 5, 5, 5, 10, 5, 0}); idleBrokered != want || idleConnected != want {
+		t.Errorf("idle: brokered %+v, connected %+v; want both %+v", idleBrokered, idleConnected, want)
+	}
+	recs, _, err := e.Admin.Query(ctx, audit.Query{Tenant: "acme", From: now.Add(-time.Hour), To: e.Clock.Now().Add(time.Hour), Limit: 100})
 	must(t, err)
 	named := 0
 	for _, r := range recs {
@@ -73,7 +87,7 @@ func TestDynamoDBCostConnectedCall(t *testing.T) {
 			named++
 		}
 	}
-	if named != 2 {
-		t.Errorf("%d call records name the connection; want 2 (of %d records)", named, len(recs))
+	if named != 3 {
+		t.Errorf("%d call records name the connection; want 3 (of %d records)", named, len(recs))
 	}
 }
