@@ -84,14 +84,15 @@ func TestConnectionsUnderLambda(t *testing.T) {
 	key, err := kc.CreateKey(ctx, &kms.CreateKeyInput{})
 	must(err)
 	sc := ssm.NewFromConfig(cfg, func(o *ssm.Options) { o.BaseEndpoint = aws.String(db.Endpoint) })
-	_, err = sc.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String("/aegis/acme/docs-client-secret"), Value: aws.String(secret), Type: ssmtypes.ParameterTypeSecureString})
+	param := "/aegis/acme/docs-client-secret-" + rand.Text() // moto_server is the package's, shared by every run
+	_, err = sc.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(param), Value: aws.String(secret), Type: ssmtypes.ParameterTypeSecureString})
 	must(err)
 
 	now := time.Now().UTC()
 	keys := map[string]string{}
 	must(st.PutTenant(ctx, registry.Tenant{ID: "acme", Tier: registry.TierGrowth, Created: now}))
 	must(st.PutServer(ctx, registry.Server{Tenant: "acme", Name: "docs", URL: up.URL, Auth: registry.AuthOAuth, Created: now,
-		OAuth: &registry.OAuthClient{ClientID: "aegis-docs", ClientSecretRef: "ssm:/aegis/acme/docs-client-secret"}}))
+		OAuth: &registry.OAuthClient{ClientID: "aegis-docs", ClientSecretRef: "ssm:" + param}}))
 	for _, c := range []string{"alice", "bob"} {
 		s, k := auth.NewKey("acme", c, now)
 		must(st.PutKey(ctx, k))
