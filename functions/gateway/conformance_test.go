@@ -137,8 +137,9 @@ func TestConformanceUnderLambda(t *testing.T) {
 }
 
 // apiGateway is the stand-in for an HTTP API in front of the function: the
-// request as a 2.0 event (headers lower-cased and joined, the key added as
-// the suite cannot send one), the function's response written back whole.
+// request as a 2.0 event (headers lower-cased and joined, cookies in the
+// event's cookies, a key added to a request without Authorization, as the
+// suite cannot send one), the function's response written back whole.
 // A path under a prefix of keys ("/2026/mcp") goes to the function
 // without it, with that prefix's key; any other path with the key of "".
 type apiGateway struct {
@@ -160,17 +161,26 @@ func (a *apiGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	headers := map[string]string{"host": r.Host}
+	var cookies []string
 	for k, v := range r.Header {
+		if k == "Cookie" { // API Gateway moves them to the event's cookies
+			for _, c := range v {
+				cookies = append(cookies, strings.Split(c, "; ")...)
+			}
+			continue
+		}
 		headers[strings.ToLower(k)] = strings.Join(v, ",")
 	}
-	headers["authorization"] = "Bearer " + key
+	if headers["authorization"] == "" && key != "" {
+		headers["authorization"] = "Bearer " + key
+	}
 	ev := events.APIGatewayV2HTTPRequest{
 		Version: "2.0", RouteKey: "$default", RawPath: path, RawQueryString: r.URL.RawQuery, Headers: headers,
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
 			DomainName: r.Host, Stage: "$default", RequestID: fmt.Sprint(time.Now().UnixNano()), TimeEpoch: time.Now().UnixMilli(),
 			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: r.Method, Path: path, Protocol: "HTTP/1.1", SourceIP: "127.0.0.1"},
 		},
-		Body: base64.StdEncoding.EncodeToString(body), IsBase64Encoded: true,
+		Cookies: cookies, Body: base64.StdEncoding.EncodeToString(body), IsBase64Encoded: true,
 	}
 	payload, _ := json.Marshal(ev)
 	a.mu.Lock()

@@ -83,8 +83,8 @@ func startConnGateway(t *testing.T, b backend.Backend) *connGateway {
 	g := &connGateway{url: "http://" + l.Addr().String(), store: b, keys: map[string]string{}, adminKey: admin.NewKey()}
 	secret := "docs-client-secret-" + rand.Text()
 	var issuer string
-	g.up = connecttest.StartUpstream(t, func() string { return issuer })
-	issuer = connecttest.StartProvider(t, g.up.URL, g.url+"/t/acme/connect/callback", secret)
+	g.up = connecttest.StartUpstream(t, func() string { return issuer }, nil)
+	issuer = connecttest.StartProvider(t, connecttest.Provider{Resource: g.up.URL, Redirect: g.url + "/t/acme/connect/callback", Secret: secret})
 
 	check := func(err error) {
 		t.Helper()

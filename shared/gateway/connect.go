@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/aegis-gw/aegis/shared/connect"
+	"github.com/aegis-gw/aegis/shared/jsonrpc"
 	"github.com/aegis-gw/aegis/shared/pipeline"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
@@ -89,8 +90,8 @@ func (g *Gateway) withConnections(ctx context.Context, c *pipeline.Call) context
 // connection (an *upstream.TokenError from routing or the exchange), or an
 // upstream answered 401 to the token of their connection (which is then
 // marked broken): CONNECTION_REQUIRED with a fresh link, as a URL
-// elicitation (-32042) to a client that declared elicitation.url. ok is
-// false for any other error.
+// elicitation to a client that can take one (elicitsURL: -32042, or an
+// input-required result at 2026-07-28). ok is false for any other error.
 func (g *Gateway) connectionRefusal(ctx context.Context, c *pipeline.Call, err error) (ref *refusal.Refusal, ok bool) {
 	var te *upstream.TokenError
 	var he *upstream.HTTPError
@@ -139,7 +140,7 @@ func (g *Gateway) connectionRefusal(ctx context.Context, c *pipeline.Call, err e
 		}
 		return refusal.Internal(c.CorrelationID), true
 	}
-	if c.MCP && !c.Stateless && sessioncheck.Caps(c)&upstream.CapElicitURL != 0 {
+	if elicitsURL(c) {
 		return refusal.ConnectionElicitation(server, link, eid, broken), true
 	}
 	return refusal.Connection(server, link, eid, broken), true
@@ -165,6 +166,29 @@ func (g *Gateway) exchangeRefusal(c *pipeline.Call, te *upstream.TokenError) (re
 	}
 	return nil, false
 }
+
+// elicitsURL reports whether c's client can be asked to open a link by a
+// URL-mode elicitation: an MCP 2025-11-25 session that declared
+// elicitation.url (-32042), or an MCP 2026-07-28 request that declares it,
+// whose method may be answered with an input-required result (tools/call,
+// prompts/get, resources/read: SEP-2322), and which does not answer the
+// gateway's elicitation already. A retry that answered it (accepted,
+// declined or cancelled) and still finds no connection gets the refusal
+// with a fresh link: one prompt per call, never a loop of them while the
+// person is still at the provider (docs/design/connections.md).
+func elicitsURL(c *pipeline.Call) bool {
+	if !c.MCP || sessioncheck.Caps(c)&upstream.CapElicitURL == 0 {
+		return false
+	}
+	if !c.Stateless {
+		return true
+	}
+	return inputRequiredMethods[c.Method] && jsonrpc.Member(jsonrpc.Member(c.Params, "inputResponses"), refusal.ConnectionInputKey) == nil
+}
+
+// inputRequiredMethods are the requests MCP 2026-07-28 lets a server
+// answer with an input-required result.
+var inputRequiredMethods = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
 
 // completeConnection is the CONNECTION_REQUIRED the route stage gave
 // (naming the server it could not list for c's caller) with its link: the

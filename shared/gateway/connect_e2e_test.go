@@ -9,10 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -76,8 +74,8 @@ func newConnWorld(t *testing.T, b backend.Backend) *connWorld {
 	}
 	w.gw = "http://" + gl.Addr().String()
 	var issuer string
-	w.up = connecttest.StartUpstream(t, func() string { return issuer })
-	issuer = connecttest.StartProvider(t, w.up.URL, w.gw+"/t/acme/connect/callback", w.secret)
+	w.up = connecttest.StartUpstream(t, func() string { return issuer }, nil)
+	issuer = connecttest.StartProvider(t, connecttest.Provider{Resource: w.up.URL, Redirect: w.gw + "/t/acme/connect/callback", Secret: w.secret})
 	w.issuer = issuer
 	client := &registry.OAuthClient{ClientID: "aegis-docs", ClientSecretRef: "env:DOCS_CLIENT_SECRET"}
 	for _, tc := range []struct{ tenant, caller string }{{"acme", "alice"}, {"acme", "bob"}, {"other", "carol"}} {
@@ -225,58 +223,6 @@ func linkOf(t *testing.T, answer string) string {
 	return a.Error.Data.URL
 }
 
-var (
-	formAction = regexp.MustCompile(`<form[^>]*action="([^"]+)"`)
-	promptIn   = regexp.MustCompile(`name="prompt" value="([a-z]+)"`)
-)
-
-// browser is a person's browser: a cookie jar, following redirects.
-func browser() *http.Client {
-	jar, _ := cookiejar.New(nil)
-	return &http.Client{Jar: jar, Timeout: 20 * time.Second}
-}
-
-// consent follows link in b as a person does: the provider's login page
-// (login as who), its consent page, and back to the gateway's callback,
-// whose page it returns. stopAt, when set, stops at the first redirect to
-// a URL it matches and returns that URL instead.
-func consent(t *testing.T, b *http.Client, link, who string, stopAt func(string) bool) (status int, page, stopped string) {
-	t.Helper()
-	c := *b
-	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if stopAt != nil && stopAt(req.URL.String()) {
-			stopped = req.URL.String()
-			return http.ErrUseLastResponse
-		}
-		return nil
-	}
-	resp, err := c.Get(link)
-	for step := 0; ; step++ {
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if stopped != "" {
-			return resp.StatusCode, string(body), stopped
-		}
-		m := formAction.FindStringSubmatch(string(body))
-		if m == nil || step > 4 {
-			return resp.StatusCode, string(body), ""
-		}
-		action, _ := resp.Request.URL.Parse(strings.ReplaceAll(m[1], "&amp;", "&"))
-		form := url.Values{}
-		if p := promptIn.FindStringSubmatch(string(body)); p != nil {
-			form.Set("prompt", p[1])
-			if p[1] == "login" {
-				form.Set("login", who)
-				form.Set("password", "any")
-			}
-		}
-		resp, err = c.PostForm(action.String(), form)
-	}
-}
-
 // TestConnectionsEndToEnd: a caller without a connection is answered
 // with a link; a person follows it through a real OpenID provider's
 // login and consent (npm oidc-provider); the identical call then
@@ -348,29 +294,29 @@ func testConnections(t *testing.T, w *connWorld) {
 		t.Fatalf("the link redirected %d to %s", resp.StatusCode, authz)
 	}
 	// Single use: that opening used the link.
-	if st, _, _ := consent(t, browser(), link, "alice", nil); st != http.StatusGone {
+	if st, _, _ := connecttest.Consent(t, connecttest.Browser(nil), link, "alice", nil); st != http.StatusGone {
 		t.Fatalf("a second opening of the link = %d; want 410", st)
 	}
 
 	// Redirect URI swap: the provider refuses to send a code elsewhere.
 	link = linkOf(t, w.invoke(t, "acme", "alice", "docs.whoami"))
 	attacker := "http://127.0.0.1:1/steal"
-	b := browser()
-	_, _, authzURL := consent(t, b, link, "alice", func(u string) bool { return strings.HasPrefix(u, w.issuer) })
+	b := connecttest.Browser(nil)
+	_, _, authzURL := connecttest.Consent(t, b, link, "alice", func(u string) bool { return strings.HasPrefix(u, w.issuer) })
 	swapped, _ := url.Parse(authzURL)
 	sq := swapped.Query()
 	sq.Set("redirect_uri", attacker)
 	swapped.RawQuery = sq.Encode()
-	_, page, stolen := consent(t, b, swapped.String(), "alice", func(u string) bool { return strings.HasPrefix(u, attacker) })
+	_, page, stolen := connecttest.Consent(t, b, swapped.String(), "alice", func(u string) bool { return strings.HasPrefix(u, attacker) })
 	if stolen != "" || !strings.Contains(page, "redirect_uri") {
 		t.Fatalf("with a swapped redirect_uri the provider redirected to %q (page %.200s)", stolen, page)
 	}
 
 	// Consent in a browser: connected.
 	link = linkOf(t, w.invoke(t, "acme", "alice", "docs.whoami"))
-	b = browser()
+	b = connecttest.Browser(nil)
 	var callback string
-	st, page, _ := consent(t, b, link, "alice", func(u string) bool {
+	st, page, _ := connecttest.Consent(t, b, link, "alice", func(u string) bool {
 		if strings.HasPrefix(u, w.gw+"/t/acme/connect/callback") {
 			callback = u
 		}
@@ -424,8 +370,8 @@ func testConnections(t *testing.T, w *connWorld) {
 	// Bob's link, completed in another browser than the one that opened
 	// it: refused, and bob stays unconnected.
 	link = linkOf(t, w.invoke(t, "acme", "bob", "docs.whoami"))
-	_, _, cb := consent(t, browser(), link, "mallory", func(u string) bool { return strings.HasPrefix(u, w.gw+"/t/acme/connect/callback") })
-	resp, err = browser().Get(cb)
+	_, _, cb := connecttest.Consent(t, connecttest.Browser(nil), link, "mallory", func(u string) bool { return strings.HasPrefix(u, w.gw+"/t/acme/connect/callback") })
+	resp, err = connecttest.Browser(nil).Get(cb)
 	must(t, err)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
@@ -437,7 +383,7 @@ func testConnections(t *testing.T, w *connWorld) {
 	// provider (his refresh token no longer works there) and here (he is
 	// asked again).
 	link = linkOf(t, w.invoke(t, "acme", "bob", "docs.whoami"))
-	if st, page, _ := consent(t, browser(), link, "bob", nil); st != http.StatusOK || !strings.Contains(page, "Connected to docs") {
+	if st, page, _ := connecttest.Consent(t, connecttest.Browser(nil), link, "bob", nil); st != http.StatusOK || !strings.Contains(page, "Connected to docs") {
 		t.Fatalf("bob's consent ended %d: %.200s", st, page)
 	}
 	if got := w.invoke(t, "acme", "bob", "docs.whoami"); !strings.Contains(got, "subject=bob") {

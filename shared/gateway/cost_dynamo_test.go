@@ -65,7 +65,10 @@ cedar_policies: |
   when { resource.name == "echo" || resource.name == "transfer" };
 `
 
-func newCostEnv(t *testing.T, tune func(*config.Settings), roles []string) *costEnv {
+// newCostEnv builds a costEnv; each of with, when given, adds to the
+// options of every gateway instance it makes, over that instance's
+// counted store.
+func newCostEnv(t *testing.T, tune func(*config.Settings), roles []string, with ...func(e *costEnv, st *dynamo.Store, o *gateway.Options)) *costEnv {
 	t.Helper()
 	ctx := context.Background()
 	env := dynamotest.Start(t)
@@ -84,14 +87,18 @@ func newCostEnv(t *testing.T, tune func(*config.Settings), roles []string) *cost
 	}
 	e.gw = func() http.Handler {
 		st := env.Store(t, dynamo.Options{}, func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(e.Proxy.URL) })
-		gw, err := gateway.New(st, &gateway.Options{
+		o := &gateway.Options{
 			Settings:         s,
 			Logger:           slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Now:              e.Clock.Now,
 			Tiers:            quota.Tiers{registry.TierFree: 1_000_000},
 			StoreMargin:      slowStoreMargin,
 			RegistryCacheTTL: wiring.RegistryCacheTTL,
-		})
+		}
+		for _, w := range with {
+			w(e, st, o)
+		}
+		gw, err := gateway.New(st, o)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -130,7 +130,7 @@ func newExchangeWorld(t *testing.T, b backend.Backend) *exchangeWorld {
 	}
 	w.gw = "http://" + gl.Addr().String()
 	var issuer string
-	w.up = connecttest.StartUpstream(t, func() string { return issuer })
+	w.up = connecttest.StartUpstream(t, func() string { return issuer }, nil)
 	secret := "aegis-exchange-secret-" + t.Name()
 	w.ts = startTokenService(t, w.gw+"/t/", w.up.URL, secret)
 	issuer = w.ts.issuer

@@ -368,11 +368,17 @@ func writeFrame(w http.ResponseWriter, status int, frame []byte) {
 }
 
 // writeRefusal answers c with r, in the tenant's chosen shape for
-// tools/call and in the numbering of the protocol c speaks.
+// tools/call and in the numbering of the protocol c speaks; a connection's
+// URL elicitation goes to an MCP 2026-07-28 client as an input-required
+// result (refusal.InputRequired: that version forbids -32042).
 func writeRefusal(w http.ResponseWriter, c *pipeline.Call, r *refusal.Refusal, shape string) {
 	retryAfter(w, r)
 	r = named(c, r)
 	n := numbering(c)
+	if res, ok := r.InputRequired(); ok && c.Stateless {
+		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, res))
+		return
+	}
 	if shape == registry.ShapeResult && c.Method == "tools/call" && r.Code != refusal.CodeInternal && r.Code != refusal.CodeURLElicitation {
 		writeFrame(w, http.StatusOK, jsonrpc.Result(c.ID, refusalResult(r, n)))
 		return

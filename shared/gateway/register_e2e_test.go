@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aegis-gw/aegis/internal/connecttest"
 	"github.com/aegis-gw/aegis/shared/audit"
 	connections "github.com/aegis-gw/aegis/shared/connect"
 	"github.com/aegis-gw/aegis/shared/dynamo"
@@ -66,7 +67,7 @@ func testDynamicRegistration(t *testing.T, w *connWorld) {
 
 	// Alice consents; the call goes through with her own token.
 	link = linkOf(t, w.invoke(t, "acme", "alice", "docs.whoami"))
-	if st, page, _ := consent(t, browser(), link, "alice", nil); st != http.StatusOK || !strings.Contains(page, "Connected to docs") {
+	if st, page, _ := connecttest.Consent(t, connecttest.Browser(nil), link, "alice", nil); st != http.StatusOK || !strings.Contains(page, "Connected to docs") {
 		t.Fatalf("consent ended %d: %.300s", st, page)
 	}
 	if got := w.invoke(t, "acme", "alice", "docs.whoami"); !strings.Contains(got, "subject=alice") {

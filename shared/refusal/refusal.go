@@ -124,7 +124,7 @@ var Table = []Entry{
 	{CodeToolStopped, ToolStopped, "Tool stopped by operator", http.StatusOK, "kill switch on the tool or its server, whatever the policy says", "ask an operator to resume it, as sending the call again will not help until then"},
 	{CodeUpstreamUnavailable, UpstreamUnavailable, "Upstream unavailable", http.StatusOK, "circuit open, or UPSTREAM_MAX_CONCURRENT calls in flight, or the same idempotency key in flight", "send the call again in a few seconds"},
 	{CodeUpstreamTimeout, UpstreamTimeout, "Upstream error: upstream did not respond in time; the call may have executed", http.StatusOK, "upstream got the call and did not answer within UPSTREAM_TIMEOUT_SECS; data: executed, safe_to_retry, guidance", ""},
-	{CodeConnectionRequired, ConnectionRequired, "Connection required", http.StatusOK, "a call to a server with auth: oauth from a caller without a working connection to it (none yet, or its refresh failed); message and data carry the link to connect (data: url, server, elicitation_id); a 2025-11-25 client that declared elicitation.url gets -32042 URL elicitation required instead", ""},
+	{CodeConnectionRequired, ConnectionRequired, "Connection required", http.StatusOK, "a call to a server with auth: oauth from a caller without a working connection to it (none yet, or its refresh failed); message and data carry the link to connect (data: url, server, elicitation_id); a 2025-11-25 client that declared elicitation.url gets -32042 URL elicitation required instead, a 2026-07-28 client that declared it an input-required result (tools/call, prompts/get, resources/read)", ""},
 	{CodeApprovalRequired, PendingApproval, "Approval required", http.StatusOK, "the word `aegis wrap` puts in its -32042 frame for a tool that needs approval (wrap refuses it rather than parking it)", ""},
 	{CodeHeaderMismatch, HeaderMismatch, "Header mismatch", http.StatusBadRequest, "MCP 2026-07-28 on /mcp: the Mcp-Method, Mcp-Name or MCP-Protocol-Version header is missing or does not match the body (_meta protocolVersion)", "send Mcp-Method, Mcp-Name and MCP-Protocol-Version as the body has them"},
 	{CodeUnsupportedProtocol, UnsupportedProtocol, "Unsupported protocol version", http.StatusBadRequest, "an MCP-Protocol-Version header the gateway does not speak; data: supported, requested", "speak one of the versions in data.supported"},
@@ -571,7 +571,8 @@ func Connection(server, url, elicitationID string, broken bool) *Refusal {
 // URLElicitationRequiredError, data.elicitations holding one URL-mode
 // elicitation (mode "url", elicitationId, url, message), with the aegis
 // marker beside it (layer gateway, word CONNECTION_REQUIRED). The message
-// is the same sentence.
+// is the same sentence. Toward an MCP 2026-07-28 client that declared
+// elicitation.url it is written as its InputRequired result instead.
 func ConnectionElicitation(server, url, elicitationID string, broken bool) *Refusal {
 	r := Connection(server, url, elicitationID, broken)
 	r.Code = CodeURLElicitation
@@ -580,6 +581,33 @@ func ConnectionElicitation(server, url, elicitationID string, broken bool) *Refu
 		"message": "Connect your account on " + server + " to let this call through",
 	}}}
 	return r
+}
+
+// ConnectionInputKey is the key of a connection's URL-mode elicitation
+// in an MCP 2026-07-28 input-required result's inputRequests, and so of
+// the client's answer in its retry's inputResponses.
+const ConnectionInputKey = "aegis.connection"
+
+// InputRequired is r, a ConnectionElicitation, as MCP 2026-07-28 asks a
+// client for input (SEP-2322): a result of resultType "input_required"
+// whose inputRequests holds, under ConnectionInputKey, the one URL-mode
+// elicitation/create request of r's data. It carries no requestState: the
+// client's retry is a new request checked in full, and whether the caller
+// has connected since is in the store, not in anything the client echoes.
+// ok is false for every other refusal.
+func (r *Refusal) InputRequired() (res json.RawMessage, ok bool) {
+	es, _ := r.Fields["elicitations"].([]map[string]string)
+	if r.Code != CodeURLElicitation || r.Word != ConnectionRequired || len(es) != 1 {
+		return nil, false
+	}
+	b, err := json.Marshal(map[string]any{
+		"resultType":    "input_required",
+		"inputRequests": map[string]any{ConnectionInputKey: map[string]any{"method": "elicitation/create", "params": es[0]}},
+	})
+	if err != nil {
+		panic("refusal: unencodable elicitation: " + err.Error())
+	}
+	return b, true
 }
 
 // Session is the -32603 session error.

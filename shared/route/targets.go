@@ -308,8 +308,10 @@ func templateRE(tmpl string) (*regexp.Regexp, bool) {
 
 // UpstreamParams returns c's params as its server is to get them: the
 // target named as the server knows it (c.Target for the reads and
-// subscriptions; c.UpstreamTool for tools/call) and the gateway's own
-// "server" member of tools/call removed. The input is never modified.
+// subscriptions; c.UpstreamTool for tools/call), the gateway's own
+// "server" member of tools/call removed, and the answer to the gateway's
+// connection elicitation removed from inputResponses (the member too when
+// nothing else is in it). The input is never modified.
 func UpstreamParams(c *pipeline.Call) json.RawMessage {
 	params := c.Params
 	str := func(s string) json.RawMessage { b, _ := json.Marshal(s); return b }
@@ -338,6 +340,14 @@ func UpstreamParams(c *pipeline.Call) json.RawMessage {
 		if v, _ := jsonrpc.StringMember(ref, member); c.Target != "" && v != c.Target {
 			params = jsonrpc.Edit(params, "ref", jsonrpc.Edit(ref, member, str(c.Target)))
 		}
+	}
+	// A 2026-07-28 client's answer to the gateway's own connection
+	// elicitation (refusal.InputRequired) is the gateway's, not the server's.
+	if in := jsonrpc.Member(params, "inputResponses"); jsonrpc.Member(in, refusal.ConnectionInputKey) != nil {
+		if in = jsonrpc.Edit(in, refusal.ConnectionInputKey, nil); string(in) == "{}" {
+			in = nil
+		}
+		params = jsonrpc.Edit(params, "inputResponses", in)
 	}
 	return params
 }

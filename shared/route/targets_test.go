@@ -45,6 +45,9 @@ func TestUpstreamParams(t *testing.T) {
 		{"completion of a prompt", "completion/complete", "", "", "greet", `{"ref":{"type":"ref/prompt","name":"a.greet"},"argument":{"name":"x","value":""}}`, `{"ref":{"type":"ref/prompt","name":"greet"},"argument":{"name":"x","value":""}}`},
 		{"completion of a template", "completion/complete", "", "", "t://{id}", `{"ref":{"type":"ref/resource","uri":"a.t://{id}"}}`, `{"ref":{"type":"ref/resource","uri":"t://{id}"}}`},
 		{"no target: unchanged", "prompts/get", "", "", "", `{"name":"x"}`, `{"name":"x"}`},
+		{"the gateway's input response removed", "tools/call", "echo", "echo", "", `{"name":"echo","inputResponses":{"aegis.connection":{"action":"accept"}},"arguments":{}}`, `{"name":"echo","arguments":{}}`},
+		{"the server's input responses kept", "prompts/get", "", "", "", `{"name":"x","inputResponses":{"aegis.connection":{"action":"accept"},"q":{"action":"decline"}},"requestState":"s"}`, `{"name":"x","inputResponses":{"q":{"action":"decline"}},"requestState":"s"}`},
+		{"only the server's: unchanged", "resources/read", "", "", "", `{"uri":"u","inputResponses":{"q":{}}}`, `{"uri":"u","inputResponses":{"q":{}}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &pipeline.Call{Method: tc.method, Tool: tc.tool, UpstreamTool: tc.up, Target: tc.target, Params: json.RawMessage(tc.params)}
