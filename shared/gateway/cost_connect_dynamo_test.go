@@ -63,7 +63,7 @@ func TestDynamoDBCostConnectedCall(t *testing.T) {
 		return wantOf(c)
 	}
 	brokered, connected := count(3, "mock-primary.echo"), count(4, "docs.echo")
-	if want := (costWant{6, 5, 1, 5, 2, 3, 0}); brokered != want || connected != want {
+	if want := (costWant{5, 5, 0, 5, 0, 3, 0}); brokered != want || connected != want {
 		t.Errorf("warm: brokered %+v, connected %+v; want both %+v", brokered, connected, want)
 	}
 	// Idle past every cache's lifetime, the token's included (5
