@@ -192,7 +192,12 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 		{name: "allowed, template defaults", tool: "echo", args: echoArgs,
 			want: costWant{6, 5, 1, 5, 2, 3, 0}},
 		{name: "allowed, everything on", tune: billing, roles: []string{"ops"}, tool: "echo", args: echoArgs,
-			want: costWant{8, 7, 1, 7, 2, 3, 0}},
+			want: costWant{7, 6, 1, 6, 2, 3, 0}},
+		// The lease off (UPSTREAM_MAX_CONCURRENT=0): the session item (its
+		// touch, rate windows and manifest counters in one write), the key
+		// window, the quota meter, then the audit record.
+		{name: "allowed, everything on, lease off", tune: func(s *config.Settings) { billing(s); s.UpstreamMaxConcurrent = 0 }, roles: []string{"ops"}, tool: "echo", args: echoArgs,
+			want: costWant{5, 4, 1, 4, 2, 2, 0}},
 		{name: "refused by a store-free check (-32053)", tool: "echo", args: `{"message":"card 4111 1111 1111 1111"}`, wantCode: -32053,
 			want: costWant{6, 5, 1, 5, 2, 2, 0}},
 		{name: "refused by the rate limit", tune: func(s *config.Settings) { s.RateLimitPerTool = 1 }, tool: "echo", args: echoArgs, wantCode: -32004,
