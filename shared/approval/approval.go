@@ -186,6 +186,10 @@ type Store interface {
 	// Pending, Created and Expires filled in. Of two racing Holds of one
 	// slot, both return the same approval.
 	HoldApproval(ctx context.Context, cand Approval, now time.Time) (a Approval, created bool, err error)
+	// SlotApproval returns slot s's current approval (found false: none),
+	// as HoldApproval reads it, and writes nothing: the check reads it
+	// early (Check.Prefetch), with the call's other store work.
+	SlotApproval(ctx context.Context, s Slot) (a Approval, found bool, err error)
 	// ConsumeApproval records u as the use of the approved approval a, before
 	// the call is sent: approved becomes running (ConsumedAt now, Use u),
 	// durably, iff a is still the slot's current approval, approved, and not

@@ -74,6 +74,79 @@ const maxRounds = 3
 // (c.PolicyApproval), runs only by consuming an approved approval of its
 // slot.
 func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
+	return k.check(ctx, c, nil)
+}
+
+// Prefetch implements pipeline.Prefetcher: for a tools/call to a tool
+// whose settings require approval (known once the call is routed), the
+// slot's current approval is read with the call's other store work, so
+// that an approved call goes straight to its consumption and a pending or
+// denied one is answered without a read of its own. The copy is a hint:
+// the consumption is conditional (a copy gone stale loses it, and the
+// call holds afresh, as when another call used the approval up), and a
+// copy of another slot than the call's when decided (an earlier stage
+// changed its arguments), or of none, is not used. A call the policy
+// requires approval for (c.PolicyApproval, decided later) reads its slot
+// when decided.
+func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
+	if c.Server == nil || !c.Settings.RequiresApproval || k.o.ParamsKey.IsZero() {
+		return func() error { return k.check(ctx, c, nil) }, nil
+	}
+	pre := &prefetched{slot: k.slotOf(c)}
+	wait := c.Async(func() { pre.a, pre.found, pre.err = k.st.SlotApproval(ctx, pre.slot) })
+	return func() error {
+		wait()
+		return k.check(ctx, c, pre)
+	}, nil
+}
+
+// prefetched is a slot's approval as Prefetch read it.
+type prefetched struct {
+	slot  Slot
+	a     Approval
+	found bool
+	err   error
+}
+
+// usable reports whether p can stand for HoldApproval's answer for a call
+// of slot at now: read, of that slot, and live (a slot with no live
+// approval gets a new one: HoldApproval).
+func (p *prefetched) usable(slot Slot, now time.Time) bool {
+	return p != nil && p.err == nil && p.found && p.slot == slot && p.a.Live(now)
+}
+
+// slotOf is c's slot: its caller, routed server and upstream tool, and
+// its arguments' hash.
+func (k *Check) slotOf(c *pipeline.Call) Slot {
+	upTool := c.UpstreamTool
+	if upTool == "" {
+		upTool = c.Tool
+	}
+	return Slot{Tenant: c.Tenant.ID, Caller: c.Caller, Server: c.Server.Name, Tool: upTool,
+		ParamsHash: k.o.ParamsKey.Hash(jsonrpc.Member(c.Params, "arguments"))}
+}
+
+// candidate is the approval a hold of c at now would store.
+func (k *Check) candidate(c *pipeline.Call, now time.Time) Approval {
+	sl := k.slotOf(c)
+	return Approval{
+		ID:            NewID(),
+		Tenant:        sl.Tenant,
+		Caller:        sl.Caller,
+		Server:        sl.Server,
+		Tool:          sl.Tool,
+		ParamsHash:    sl.ParamsHash,
+		Params:        Mask(jsonrpc.Member(c.Params, "arguments")),
+		Status:        Pending,
+		Created:       now.UTC(),
+		Expires:       now.UTC().Add(k.o.TTL),
+		CorrelationID: c.CorrelationID,
+	}
+}
+
+// check is Check, with pre (nil: none) the slot's approval read by
+// Prefetch, which stands for the first round's HoldApproval when usable.
+func (k *Check) check(ctx context.Context, c *pipeline.Call, pre *prefetched) error {
 	if c.Server == nil || !(c.Settings.RequiresApproval || c.PolicyApproval) {
 		return nil
 	}
@@ -83,28 +156,17 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 	tool := displayTool(c)
 	// The store could not answer: the stage fails closed with Unavailable.
 	unavailable := func(err error) error { return err }
-	args := jsonrpc.Member(c.Params, "arguments")
-	upTool := c.UpstreamTool
-	if upTool == "" {
-		upTool = c.Tool
-	}
-	for range maxRounds {
+	for round := range maxRounds {
 		now := k.o.Now()
-		cand := Approval{
-			ID:            NewID(),
-			Tenant:        c.Tenant.ID,
-			Caller:        c.Caller,
-			Server:        c.Server.Name,
-			Tool:          upTool,
-			ParamsHash:    k.o.ParamsKey.Hash(args),
-			Params:        Mask(args),
-			Status:        Pending,
-			Created:       now.UTC(),
-			Expires:       now.UTC().Add(k.o.TTL),
-			CorrelationID: c.CorrelationID,
-		}
-		a, created, err := k.st.HoldApproval(ctx, cand, now)
-		if err != nil {
+		cand := k.candidate(c, now)
+		var (
+			a       Approval
+			created bool
+			err     error
+		)
+		if round == 0 && pre.usable(cand.Slot(), now) {
+			a = pre.a
+		} else if a, created, err = k.st.HoldApproval(ctx, cand, now); err != nil {
 			return unavailable(err)
 		}
 		switch a.Status {
@@ -138,7 +200,8 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 				c.OnDone(func(o audit.Outcome) { k.settle(ctx, c, used, o) })
 				return nil
 			case errors.Is(err, store.ErrConflict):
-				// Another call used it up (or it just expired): hold this one afresh.
+				// Another call used it up (or it just expired; or the
+				// prefetched copy was stale): hold this one afresh.
 				continue
 			default:
 				return unavailable(err)
@@ -300,4 +363,4 @@ func (k *Check) write(ctx context.Context, rec audit.Record) {
 	}
 }
 
-var _ pipeline.Check = (*Check)(nil)
+var _ pipeline.Prefetcher = (*Check)(nil)

@@ -137,6 +137,12 @@ func (s *Store) HoldApproval(ctx context.Context, cand approval.Approval, now ti
 	return approval.Approval{}, false, errors.New("dynamo HoldApproval: slot kept changing")
 }
 
+// SlotApproval implements approval.Store: one consistent GetItem of the
+// slot item.
+func (s *Store) SlotApproval(ctx context.Context, sl approval.Slot) (approval.Approval, bool, error) {
+	return s.readSlot(ctx, "SlotApproval", tenantPK(sl.Tenant), approvalSlotSK(sl))
+}
+
 func (s *Store) readSlot(ctx context.Context, op, pk, sk string) (approval.Approval, bool, error) {
 	var a approval.Approval
 	err := s.getDoc(ctx, op, pk, sk, &a)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,8 +40,14 @@ import (
 // saw the session's windows in (windowGuess; unknown: this minute, which
 // Create stores for a new session); a wrong guess costs one lost
 // conditional write and a round trip more.
-// GiveBack is one UpdateItem (wm = :m AND each count > 0; SET count - 1);
-// a lost condition is nothing to give back.
+// With w.Use (session.Window.Counts) the same write also counts the
+// manifest counters (sessioncount.go): SET last_allowed, ADD tool_calls,
+// ADD the step (on Count's steps bound), and returns the item as it was
+// (ALL_OLD), whose counters the call is decided on.
+// GiveBack is one UpdateItem (each part on the condition that it still
+// holds: wm = :m AND count > 0; SET count - 1; last_allowed still the
+// Admit's: restored, its step deleted); a lost part is nothing to give
+// back.
 const (
 	attrWindowMinute = "wm"
 	attrWindowCalls  = "ws"
@@ -100,12 +109,16 @@ func (s *Store) Admit(ctx context.Context, tenant, id, caller string, now time.T
 	// creation minute's.
 	last, known := s.guess.get(guessKey)
 	fresh := known && last != w.Start.Unix()
+	write := w // what is written: w, less a step the steps' bound leaves out
 	for range 3 {
-		out, err := s.db.UpdateItem(ctx, s.admitInput(tenant, id, caller, now, l, w, fresh))
+		out, err := s.db.UpdateItem(ctx, s.admitInput(tenant, id, caller, now, l, write, fresh))
 		if err == nil {
-			r := sessionFromItem(out.Attributes)
-			s.guess.put(guessKey, w.Start.Unix())
-			return r, session.Admission{}, nil
+			// The item as it was: the record the call is decided on is it
+			// with this write applied, its manifest counters as they were.
+			before := sessionFromItem(out.Attributes)
+			stored, _ := session.Admitted(before, now, write)
+			s.guess.put(guessKey, write.Start.Unix())
+			return session.Found(stored, before), session.Admission{}, nil
 		}
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
@@ -118,17 +131,23 @@ func (s *Store) Admit(ctx context.Context, tenant, id, caller string, now time.T
 		if r.Caller != caller || l.Expired(r, now) {
 			return session.Record{}, session.Admission{}, store.ErrNotFound
 		}
+		if write.Use.Declared && len(r.Steps) >= session.MaxSteps && !slices.Contains(r.Steps, write.Use.Step) {
+			// The steps are at their bound: the call is counted without
+			// its step (Counted's rule), and the windows decide as ever.
+			write.Use.Declared = false
+		}
 		stored := r.Windows.Start
 		s.guess.put(guessKey, stored.Unix())
 		switch {
-		case stored.Before(w.Start):
+		case stored.Before(write.Start):
 			fresh = true
-		case stored.After(w.Start): // another instance's clock is ahead: count in its minute
-			w.Start, fresh = stored, false
+		case stored.After(write.Start): // another instance's clock is ahead: count in its minute
+			write.Start, fresh = stored, false
 		case !fresh:
 			// This minute's windows, and one was at its limit (unless a
-			// concurrent give-back freed it since: then try again).
-			if _, a := session.Admitted(r, now, w); !a.Counted() {
+			// concurrent give-back freed it since, or it was the steps'
+			// bound: then try again).
+			if _, a := session.Admitted(r, now, write); !a.Counted() {
 				return r, a, nil
 			}
 		default:
@@ -139,7 +158,8 @@ func (s *Store) Admit(ctx context.Context, tenant, id, caller string, now time.T
 }
 
 // admitInput is Admit's UpdateItem in its fresh (new minute) or same
-// minute shape.
+// minute shape, counting w.Use in the manifest counters when w.Counts
+// (Count's update, in the same write).
 func (s *Store) admitInput(tenant, id, caller string, now time.Time, l session.Limits, w session.Window, fresh bool) *dynamodb.UpdateItemInput {
 	cond, vals := s.sessionClocks(now, l)
 	cond += " AND caller = :caller"
@@ -174,6 +194,26 @@ func (s *Store) admitInput(tenant, id, caller string, now time.Time, l session.L
 			update += ", wt.#t = if_not_exists(wt.#t, :zero) + :one"
 		}
 	}
+	if w.Counts() {
+		vals[":at"] = N(w.Use.At.UnixNano())
+		update += ", last_allowed = :at"
+		var add []string
+		if w.Use.ToolCall {
+			vals[":call"] = N(1)
+			add = append(add, "tool_calls :call")
+		}
+		if w.Use.Declared {
+			n := strconv.FormatInt(w.Use.Step, 10)
+			vals[":step"] = &types.AttributeValueMemberNS{Value: []string{n}}
+			vals[":stepn"] = &types.AttributeValueMemberN{Value: n}
+			vals[":maxsteps"] = N(session.MaxSteps)
+			add = append(add, "steps :step")
+			cond += " AND (attribute_not_exists(steps) OR size(steps) < :maxsteps OR contains(steps, :stepn))"
+		}
+		if len(add) > 0 {
+			update += " ADD " + strings.Join(add, ", ")
+		}
+	}
 	return &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.tables.State),
 		Key:                                 sessionKey(tenant, id),
@@ -181,45 +221,97 @@ func (s *Store) admitInput(tenant, id, caller string, now time.Time, l session.L
 		ConditionExpression:                 aws.String(cond),
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           vals,
-		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValues:                        types.ReturnValueAllOld,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }
 
-// GiveBack implements session.Admitter.
-func (s *Store) GiveBack(ctx context.Context, tenant, id string, w session.Window) error {
-	if !w.On() {
-		return nil
+// GiveBack implements session.Admitter: one UpdateItem of what
+// session.ReturnOf finds to take back, each part on the condition that it
+// still holds (the windows of w's minute above zero, ToolCalls above
+// zero, LastAllowed still the Admit's own). When a part no longer holds,
+// the item as it is (ALL_OLD) says what does, and that is written
+// instead; a concurrent write can make that happen again, at most three
+// times. A part that no longer holds is nothing to give back.
+func (s *Store) GiveBack(ctx context.Context, tenant, id string, w session.Window, found session.Record) error {
+	// The first guess: everything the Admit counted is still there.
+	g := session.Return{Calls: w.PerSession > 0, Tool: w.PerTool > 0}
+	if w.Counts() {
+		g.ToolCalls, g.LastAllowed = w.Use.ToolCall, true
+		g.Step = w.Use.Declared && !slices.Contains(found.Steps, w.Use.Step)
 	}
-	cond := "wm = :m"
-	vals := map[string]types.AttributeValue{":m": N(w.Start.Unix()), ":one": N(1), ":zero": N(0)}
-	var names map[string]string
-	var sets []string
-	if w.PerSession > 0 {
-		cond += " AND ws > :zero"
+	for range 3 {
+		if !g.Any() {
+			return nil
+		}
+		_, err := s.db.UpdateItem(ctx, giveBackInput(s.tables.State, sessionKey(tenant, id), w, found, g))
+		if err == nil {
+			return nil
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			return mapErr("session GiveBack", err)
+		}
+		if len(ccf.Item) == 0 {
+			return nil // the session is gone
+		}
+		g = session.ReturnOf(sessionFromItem(ccf.Item), w, found)
+	}
+	return fmt.Errorf("dynamo session GiveBack: %w: the session changed under three tries", store.ErrUnavailable)
+}
+
+// giveBackInput is GiveBack's UpdateItem of the parts g, each on the
+// condition that it still holds.
+func giveBackInput(table string, key Item, w session.Window, found session.Record, g session.Return) *dynamodb.UpdateItemInput {
+	vals := map[string]types.AttributeValue{":one": N(1), ":zero": N(0)}
+	var (
+		names             map[string]string
+		conds, sets, rest []string
+	)
+	if g.Calls || g.Tool {
+		conds = append(conds, "wm = :m")
+		vals[":m"] = N(w.Start.Unix())
+	}
+	if g.Calls {
+		conds = append(conds, "ws > :zero")
 		sets = append(sets, "ws = ws - :one")
 	}
-	if w.PerTool > 0 {
-		cond += " AND wt.#t > :zero"
+	if g.Tool {
+		conds = append(conds, "wt.#t > :zero")
 		names = map[string]string{"#t": w.Tool}
 		sets = append(sets, "wt.#t = wt.#t - :one")
 	}
-	update := "SET " + sets[0]
-	for _, x := range sets[1:] {
-		update += ", " + x
+	if g.ToolCalls {
+		conds = append(conds, "tool_calls > :zero")
+		sets = append(sets, "tool_calls = tool_calls - :one")
 	}
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.tables.State),
-		Key:                       sessionKey(tenant, id),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: vals,
-	})
-	if err = mapErr("session GiveBack", err); isConflict(err) {
-		return nil // nothing of this minute to give back
+	if g.LastAllowed {
+		conds = append(conds, "last_allowed = :at")
+		vals[":at"] = N(w.Use.At.UnixNano())
+		if found.LastAllowed.IsZero() {
+			rest = append(rest, "REMOVE last_allowed")
+		} else {
+			vals[":prev"] = N(found.LastAllowed.UnixNano())
+			sets = append(sets, "last_allowed = :prev")
+		}
 	}
-	return err
+	if g.Step {
+		vals[":step"] = &types.AttributeValueMemberNS{Value: []string{strconv.FormatInt(w.Use.Step, 10)}}
+		rest = append(rest, "DELETE steps :step")
+	}
+	update := strings.Join(rest, " ")
+	if len(sets) > 0 {
+		update = strings.TrimSpace("SET " + strings.Join(sets, ", ") + " " + update)
+	}
+	return &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(table),
+		Key:                                 key,
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(strings.Join(conds, " AND ")),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           vals,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
 }
 
 // sessionWindows reads the windows attributes into r.

@@ -158,6 +158,21 @@ func (e *costEnv) mustCall(t *testing.T, id int, tool, args string, wantCode int
 	return at
 }
 
+// approve holds a transfer call and approves it: the measured call is
+// the approved one.
+func approve(t *testing.T, e *costEnv) {
+	a, _ := e.call(t, 90, "transfer", `{"to":"acct-1","amount":5}`)
+	var d struct {
+		ID string `json:"approval_id"`
+	}
+	if a.Error == nil || a.Error.Code != -32061 || json.Unmarshal(a.Error.Data, &d) != nil || d.ID == "" {
+		t.Fatalf("held call: %+v", a.Error)
+	}
+	if _, err := e.Admin.DecideApproval(context.Background(), d.ID, approval.Decision{Status: approval.Approved, By: "alice"}, e.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // costWant is what one kind of call asserts: requests, writes, reads,
 // write units, read units (×2, to keep halves whole), sequential trips
 // before the answer, requests after it.
@@ -199,26 +214,26 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 		{name: "allowed, template defaults", tool: "echo", args: echoArgs,
 			want: costWant{5, 5, 0, 5, 0, 3, 0}},
 		{name: "allowed, everything on", tune: billing, roles: []string{"ops"}, tool: "echo", args: echoArgs,
-			want: costWant{7, 7, 0, 7, 0, 3, 0}},
+			want: costWant{6, 6, 0, 6, 0, 3, 0}},
+		// The lease off (UPSTREAM_MAX_CONCURRENT=0): the session item (its
+		// touch, rate windows and manifest counters in one write), the key
+		// window, the quota meter, then the audit record.
+		{name: "allowed, everything on, lease off", tune: func(s *config.Settings) { billing(s); s.UpstreamMaxConcurrent = 0 }, roles: []string{"ops"}, tool: "echo", args: echoArgs,
+			want: costWant{4, 4, 0, 4, 0, 2, 0}},
 		{name: "refused by a store-free check (-32053)", tool: "echo", args: `{"message":"card 4111 1111 1111 1111"}`, wantCode: -32053,
 			want: costWant{5, 5, 0, 5, 0, 2, 0}},
 		{name: "refused by the rate limit", tune: func(s *config.Settings) { s.RateLimitPerTool = 1 }, tool: "echo", args: echoArgs, wantCode: -32004,
 			want: costWant{4, 4, 0, 4, 0, 2, 0}},
 		{name: "held for approval", tool: "transfer", args: `{"to":"acct-1","amount":5}`, wantCode: -32061,
-			want: costWant{9, 8, 1, 14, 2, 5, 0}},
-		{name: "approved", prepare: func(t *testing.T, e *costEnv) {
-			a, _ := e.call(t, 90, "transfer", `{"to":"acct-1","amount":5}`)
-			var d struct {
-				ID string `json:"approval_id"`
-			}
-			if a.Error == nil || a.Error.Code != -32061 || json.Unmarshal(a.Error.Data, &d) != nil || d.ID == "" {
-				t.Fatalf("held call: %+v", a.Error)
-			}
-			if _, err := e.Admin.DecideApproval(context.Background(), d.ID, approval.Decision{Status: approval.Approved, By: "alice"}, e.Clock.Now()); err != nil {
-				t.Fatal(err)
-			}
-		}, tool: "transfer", args: `{"to":"acct-1","amount":5}`,
-			want: costWant{10, 9, 1, 9, 2, 7, 0}},
+			want: costWant{10, 8, 2, 14, 4, 5, 0}},
+		{name: "approved", prepare: approve, tool: "transfer", args: `{"to":"acct-1","amount":5}`,
+			want: costWant{10, 9, 1, 9, 2, 6, 0}},
+		// The lease off: wave 1 (with the approval slot's read), its
+		// consumption, the approval.consumed record, then the settling
+		// wave and the approval.settled record.
+		{name: "approved, lease off", tune: func(s *config.Settings) { s.UpstreamMaxConcurrent = 0 }, prepare: approve,
+			tool: "transfer", args: `{"to":"acct-1","amount":5}`,
+			want: costWant{8, 7, 1, 7, 2, 5, 0}},
 		// A minute later: every cache is past its lifetime (the key, the
 		// tenant's view, the kill switches, the pins' tally, the policy,
 		// the circuit); the session's one write (touch and count) starts

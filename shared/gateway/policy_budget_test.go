@@ -66,7 +66,8 @@ func TestPolicyToolCallsBoundUnderConcurrency(t *testing.T) {
 	}
 }
 
-// TestPolicyToolCallsUncountable: when the reservation cannot be written
+// TestPolicyToolCallsUncountable: when the session counters cannot be
+// written (neither counted with the session's windows nor reserved)
 // the call is refused (-32603, the policy stage fails closed) and sent
 // nowhere; once the store is back the budget is whole.
 func TestPolicyToolCallsUncountable(t *testing.T) {

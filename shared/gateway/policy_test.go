@@ -40,6 +40,7 @@ import (
 	"github.com/aegis-gw/aegis/shared/policy"
 	"github.com/aegis-gw/aegis/shared/refusal"
 	"github.com/aegis-gw/aegis/shared/registry"
+	"github.com/aegis-gw/aegis/shared/session"
 	"github.com/aegis-gw/aegis/shared/store"
 )
 
@@ -64,7 +65,14 @@ var polStores = []struct {
 type flakyPolicies struct {
 	backend.Backend
 	Down        atomic.Bool
-	ReserveDown atomic.Bool // the session counters unreachable for Reserve
+	ReserveDown atomic.Bool // the session counters unreachable: Reserve, and an Admit that counts them
+}
+
+func (f *flakyPolicies) Admit(ctx context.Context, tenant, id, caller string, now time.Time, l session.Limits, w session.Window) (session.Record, session.Admission, error) {
+	if f.ReserveDown.Load() && w.Counts() {
+		return session.Record{}, session.Admission{}, fmt.Errorf("session Admit: %w", store.ErrUnavailable)
+	}
+	return f.Backend.Admit(ctx, tenant, id, caller, now, l, w)
 }
 
 func (f *flakyPolicies) Reserve(ctx context.Context, tenant, id string, limit int) (int, bool, error) {
@@ -390,6 +398,7 @@ func TestPolicyManifestLimits(t *testing.T) {
 			{0, "echo", "", 0, ""}, {20 * time.Second, "echo", "", 0, ""}, {20 * time.Second, "echo", "", 0, ""},
 			{20 * time.Second, "transfer", "", -32005, "grant"}, // a refused call does not touch the idle clock...
 			{10 * time.Second, "echo", "", -32005, "idle"},      // ...so 30 s after the last allowed one the session is idle
+			{0, "echo", "", -32005, "idle"},                     // and a call refused idle does not wake it
 		}},
 	} {
 		for _, st := range polStores {
@@ -422,6 +431,41 @@ func TestPolicyManifestLimits(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestPolicyCedarSeesCountsBeforeTheCall: a Cedar policy reading
+// context.session.tool_calls sees the session's forwarded tools/calls
+// before the call it decides, although the session stage counts the call
+// in the same write as its rate windows (docs/design/cost.md, decision
+// 8), and a call refused after that write (content: -32602) counts
+// nothing.
+func TestPolicyCedarSeesCountsBeforeTheCall(t *testing.T) {
+	const set = "cedar_policies: |\n" +
+		"  @id(\"two-calls\")\n" +
+		"  forbid (principal, action, resource) when { context.session.tool_calls >= 2 };\n" +
+		"  permit (principal, action, resource);\n"
+	for _, st := range polStores {
+		t.Run(st.name, func(t *testing.T) {
+			e := newPolEnv(t, st.new(t), registry.Tenant{}, set)
+			r, sid := e.invoke(t, e.Key, "", "echo", `{"message":"hi"}`, "") // opens the session: 0 before it
+			if r.Error != nil || sid == "" {
+				t.Fatalf("first echo = %s", r.Raw)
+			}
+			for i, tc := range []struct {
+				args string
+				code int
+			}{
+				{`{"message":5}`, -32602},    // 1 before it; refused later: counts nothing
+				{`{"message":5}`, -32602},    // so 1 again
+				{`{"message":"hi"}`, 0},      // 1 before it
+				{`{"message":"hi"}`, -32003}, // 2 before it
+			} {
+				if r, _ := e.invoke(t, e.Key, sid, "echo", tc.args, ""); r.code() != tc.code {
+					t.Fatalf("call %d (%s) = %s; want %d", i, tc.args, r.Raw, tc.code)
+				}
+			}
+		})
 	}
 }
 

@@ -253,6 +253,20 @@ func (s *Store) HoldApproval(_ context.Context, cand approval.Approval, now time
 	return clone(cand), true, nil
 }
 
+// SlotApproval implements approval.Store.
+func (s *Store) SlotApproval(_ context.Context, sl approval.Slot) (approval.Approval, bool, error) {
+	a := &s.approvals
+	if err := a.lock(); err != nil {
+		return approval.Approval{}, false, err
+	}
+	defer a.mu.Unlock()
+	cur, ok := a.slots[sl]
+	if !ok {
+		return approval.Approval{}, false, nil
+	}
+	return clone(cur), true, nil
+}
+
 // ConsumeApproval implements approval.Store.
 func (s *Store) ConsumeApproval(_ context.Context, ap approval.Approval, u approval.Use, now time.Time) (approval.Approval, error) {
 	return s.moveSlot(ap, approval.Approved, now, func(cur *approval.Approval) {

@@ -66,7 +66,7 @@ func sessionSize(key string, r session.Record) int {
 	for k := range r.Windows.Tools {
 		n += 48 + len(k)
 	}
-	return n
+	return n + len(r.Steps)*stepBytes
 }
 
 // errUpstreamIDTooLong refuses an upstream session over MaxUpstreamIDBytes.
@@ -237,21 +237,23 @@ func (s *Store) Admit(_ context.Context, tenant, id, caller string, now time.Tim
 	if e == nil || e.rec.Caller != caller {
 		return session.Record{}, session.Admission{}, store.ErrNotFound
 	}
-	r, a := session.Admitted(e.rec, now, w)
-	if a.Counted() {
-		t.resize(e, r)
-		t.lru.MoveToBack(e.elem)
+	before := e.rec
+	r, a := session.Admitted(before, now, w)
+	if !a.Counted() {
+		return r, a, nil
 	}
-	return r, a, nil
+	t.resize(e, r)
+	t.lru.MoveToBack(e.elem)
+	return session.Found(r, before), a, nil
 }
 
 // GiveBack implements session.Admitter by session.GivenBack.
-func (s *Store) GiveBack(_ context.Context, tenant, id string, w session.Window) error {
+func (s *Store) GiveBack(_ context.Context, tenant, id string, w session.Window, found session.Record) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := &s.sessions
 	if e, ok := t.m[sessionKey(tenant, id)]; ok {
-		t.resize(e, session.GivenBack(e.rec, w))
+		t.resize(e, session.GivenBack(e.rec, w, found))
 	}
 	return nil
 }

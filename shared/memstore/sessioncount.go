@@ -21,12 +21,7 @@ func (s *Store) Count(_ context.Context, tenant, id string, u session.Use) error
 	if !ok {
 		return store.ErrNotFound
 	}
-	before := len(e.rec.Steps)
-	e.rec = session.Counted(e.rec, u)
-	if added := len(e.rec.Steps) - before; added > 0 {
-		e.size += added * stepBytes
-		t.bytes += added * stepBytes
-	}
+	t.resize(e, session.Counted(e.rec, u))
 	return nil
 }
 

@@ -27,7 +27,15 @@
 // (pipeline.Call.PolicyRule, the audit record's policy_rule) and never put
 // in the refusal.
 //
-// Counting. A tools/call the decider lets through, in a session whose
+// Counting. When the session check counted the call in its session's
+// manifest counters, in the one write that counts its rate windows
+// (session.AdmitResult.Used: a decided call on an existing session with a
+// session or tool rate limit on), the call is decided on the counts as
+// they were before that write, and nothing more is written here: the
+// count is atomic, so calls in flight together each see a distinct
+// tool_calls, and at most max_tool_calls of them are let through; the
+// session check gives the count back when the call is refused. Otherwise
+// a tools/call the decider lets through, in a session whose
 // bounds set max_tool_calls, is reserved against it in the store before
 // it is sent (session.Counter.Reserve, one conditional write), and decided
 // again on the count the reservation saw: so calls in flight together
@@ -256,10 +264,16 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 	req.Session.Step = step
 	req.Bounds = bounds
 	v := l.Decider.Decide(ctx, req)
+	// The session check counted the call in its session's manifest
+	// counters with its rate windows (one write; c.Session holds them as
+	// they were before it, which is what req was decided on), and gives
+	// them back when the call is refused: nothing to reserve or count
+	// here (docs/design/cost.md, decision 8).
+	folded := c.SessionWindows != nil && c.SessionWindows.Used
 	// A held call is reserved too: once approved, it is sent by this
 	// decision's pipeline run; until then the approval stage refuses it,
 	// and the unit is given back.
-	if limit := l.Bounds.Narrow(bounds).MaxToolCalls(); limit > 0 && !v.Refused() && req.Method == policy.MethodToolsCall {
+	if limit := l.Bounds.Narrow(bounds).MaxToolCalls(); limit > 0 && !folded && !v.Refused() && req.Method == policy.MethodToolsCall {
 		if c.SessionID == "" {
 			// No session to count in (a stateless request): a budget that
 			// cannot be counted does not bound, so the call is decided as
@@ -279,8 +293,8 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 	}
 	c.PolicyApproval = v.Held()
 	tenant, id := c.Tenant.ID, c.SessionID
-	if id == "" || !counted(l, bounds) {
-		return nil // no rule in force reads the counters: nothing to keep
+	if id == "" || folded || !counted(l, bounds) {
+		return nil // counted already, or no rule in force reads the counters
 	}
 	use := session.Use{At: req.Now, ToolCall: req.Method == policy.MethodToolsCall && !res.reserved.Load(), Step: step.N, Declared: step.Declared}
 	c.OnDoneAsync(func(o audit.Outcome) {

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -21,7 +22,14 @@ type Window struct {
 	PerSession int64     // RATE_LIMIT_PER_SESSION; 0: not counted
 	Tool       string    // the tool window's name (ratelimit.ToolName)
 	PerTool    int64     // RATE_LIMIT_PER_TOOL; 0: not counted
+	// Use, when its At is not zero, is the call counted in the session's
+	// manifest counters (Counter's rule, Counted) by the same Admit, and
+	// taken back by the same GiveBack (docs/design/cost.md, decision 8).
+	Use Use
 }
+
+// Counts reports whether w counts the call in the manifest counters.
+func (w Window) Counts() bool { return !w.Use.At.IsZero() }
 
 // On reports whether w counts anything.
 func (w Window) On() bool { return w.PerSession > 0 || w.PerTool > 0 }
@@ -67,28 +75,36 @@ func (a Admission) Counted() bool { return !a.SessionFull && !a.ToolFull && !a.T
 // Admit is Touch and the count of w in one conditional operation: when the
 // session exists, belongs to caller and is not expired under l at now,
 // and each counted window of w is below its limit, it adds one to each,
-// sets LastSeen to now and returns the updated record. A window at its
-// limit changes nothing (no window, no LastSeen) and is reported in the
-// Admission, with the record as it is. A missing, expired or foreign
-// session is store.ErrNotFound. Of any number of concurrent Admits, no
-// window passes its limit. Counts of an earlier minute than w.Start are
-// dropped; a window of a later minute (another instance's clock ahead)
-// is counted in instead.
+// counts w.Use in the manifest counters when w.Counts (Counted: no limit
+// applies to them here; the policy stage decides on the counts before
+// this call's), sets LastSeen to now and returns the record as the call
+// is decided on: LastSeen and the windows as written, the manifest
+// counters (LastAllowed, ToolCalls, Steps) as they were before this
+// call's count. A window at its limit changes nothing (no window, no
+// counter, no LastSeen) and is reported in the Admission, with the record
+// as it is. A missing, expired or foreign session is store.ErrNotFound.
+// Of any number of concurrent Admits, no window passes its limit, and
+// each sees a distinct ToolCalls before its own. Counts of an earlier
+// minute than w.Start are dropped; a window of a later minute (another
+// instance's clock ahead) is counted in instead.
 //
 // GiveBack takes back what an Admit of w counted (a call refused after
-// it), in one write; a window of another minute than w.Start is left as
-// it is (it was dropped), and no count goes below zero. A missing session
-// is not an error.
+// it), found being the record that Admit returned, by GivenBack's rule:
+// a window of another minute than w.Start is left as it is (it was
+// dropped), no count goes below zero, and LastAllowed and the step the
+// Admit added are restored only while they are still its own. A missing
+// session is not an error.
 type Admitter interface {
 	Admit(ctx context.Context, tenant, id, caller string, now time.Time, l Limits, w Window) (Record, Admission, error)
-	GiveBack(ctx context.Context, tenant, id string, w Window) error
+	GiveBack(ctx context.Context, tenant, id string, w Window, found Record) error
 }
 
 // Admitted is r with w counted by Admitter's rule, when it is: the
 // minute's counts (an earlier minute's dropped; a later stored minute
-// counted in), the admission, and r with LastSeen at now when counted. r
-// is not changed. The embedded store applies it under its lock; it is the
-// rule DynamoDB's update expressions implement.
+// counted in), the admission, and r with LastSeen at now and w.Use
+// counted (Counted) when counted: the record to store (Admit returns
+// Found of it). r is not changed. The embedded store applies it under its
+// lock; it is the rule DynamoDB's update expressions implement.
 func Admitted(r Record, now time.Time, w Window) (Record, Admission) {
 	cur := r.Windows
 	if cur.Start.Before(w.Start) {
@@ -118,25 +134,79 @@ func Admitted(r Record, now time.Time, w Window) (Record, Admission) {
 		next.Tools[w.Tool]++
 	}
 	r.Windows, r.LastSeen = next, now
+	if w.Counts() {
+		r = Counted(r, w.Use)
+	}
 	return r, a
 }
 
-// GivenBack is r with an Admit of w taken back by Admitter's rule.
-func GivenBack(r Record, w Window) Record {
-	if !r.Windows.Start.Equal(w.Start) {
-		return r
+// Found is the record Admit returns: stored (the record as Admit wrote
+// it) with the manifest counters of before (the record before the
+// write).
+func Found(stored, before Record) Record {
+	stored.LastAllowed, stored.ToolCalls, stored.Steps = before.LastAllowed, before.ToolCalls, before.Steps
+	return stored
+}
+
+// Return is what a GiveBack of w takes back from a stored record: each
+// part only while the record still holds it.
+type Return struct {
+	Calls     bool // the session window: of w's minute, above zero
+	Tool      bool // the tool window: of w's minute, above zero
+	ToolCalls bool // w.Use was a tools/call, and ToolCalls is above zero
+	// LastAllowed: the stored LastAllowed is still w.Use's (no call
+	// counted since), so it goes back to found's. Step: and w.Use's step
+	// was new in found, so the Admit added it: it is removed.
+	LastAllowed bool
+	Step        bool
+}
+
+// Any reports whether there is anything to take back.
+func (g Return) Any() bool { return g.Calls || g.Tool || g.ToolCalls || g.LastAllowed || g.Step }
+
+// ReturnOf is what a GiveBack of w (found: the record its Admit
+// returned) takes back from r, the record as stored now.
+func ReturnOf(r Record, w Window, found Record) Return {
+	var g Return
+	if r.Windows.Start.Equal(w.Start) {
+		g.Calls = w.PerSession > 0 && r.Windows.Calls > 0
+		g.Tool = w.PerTool > 0 && r.Windows.Tools[w.Tool] > 0
 	}
-	next := Windows{Start: r.Windows.Start, Calls: r.Windows.Calls, Tools: make(map[string]int64, len(r.Windows.Tools))}
-	for k, v := range r.Windows.Tools {
-		next.Tools[k] = v
+	if !w.Counts() {
+		return g
 	}
-	if w.PerSession > 0 && next.Calls > 0 {
-		next.Calls--
+	g.ToolCalls = w.Use.ToolCall && r.ToolCalls > 0
+	g.LastAllowed = r.LastAllowed.Equal(w.Use.At)
+	g.Step = g.LastAllowed && w.Use.Declared && !slices.Contains(found.Steps, w.Use.Step) && slices.Contains(r.Steps, w.Use.Step)
+	return g
+}
+
+// GivenBack is r with an Admit of w taken back by Admitter's rule (found:
+// the record the Admit returned). r is not changed.
+func GivenBack(r Record, w Window, found Record) Record {
+	g := ReturnOf(r, w, found)
+	if g.Calls || g.Tool {
+		next := Windows{Start: r.Windows.Start, Calls: r.Windows.Calls, Tools: make(map[string]int64, len(r.Windows.Tools))}
+		for k, v := range r.Windows.Tools {
+			next.Tools[k] = v
+		}
+		if g.Calls {
+			next.Calls--
+		}
+		if g.Tool {
+			next.Tools[w.Tool]--
+		}
+		r.Windows = next
 	}
-	if w.PerTool > 0 && next.Tools[w.Tool] > 0 {
-		next.Tools[w.Tool]--
+	if g.ToolCalls {
+		r.ToolCalls--
 	}
-	r.Windows = next
+	if g.LastAllowed {
+		r.LastAllowed = found.LastAllowed
+	}
+	if g.Step {
+		r.Steps = slices.DeleteFunc(slices.Clone(r.Steps), func(n int64) bool { return n == w.Use.Step })
+	}
 	return r
 }
 
@@ -148,4 +218,8 @@ type AdmitResult struct {
 	Window    Window
 	Admission Admission
 	Err       error
+	// Used: Admit counted Window.Use in the session's manifest counters
+	// (the call's record holds them as they were before it), so the
+	// policy stage neither reserves nor counts the call itself.
+	Used bool
 }

@@ -178,11 +178,17 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 // admit is Prefetch for a call on an existing session that counts in its
 // rate windows: one Admit reads the session, touches it and counts the
 // call in its session and tool windows (c.SessionWindows, which the
-// rate-limit check decides from). undo gives back what it counted, in
-// one write, when the call is refused by any stage. later: a decided
-// call, whose session is touched after its answer when nothing counted.
+// rate-limit check decides from) and, for a decided call, in the
+// session manifest's counters (its idle clock, tool_calls, declared step:
+// session.Window.Use; the policy check decides on them as they were
+// before it, c.Session). undo gives back what it counted, in one write,
+// when the call is refused by any stage. later: a decided call, whose
+// session is touched after its answer when nothing counted.
 func (k *Check) admit(ctx context.Context, c *pipeline.Call, now time.Time, later bool) (func() error, func()) {
 	res := k.windows(c, now)
+	if later {
+		res.Window.Use = use(c, now)
+	}
 	var (
 		r   session.Record
 		err error
@@ -193,6 +199,7 @@ func (k *Check) admit(ctx context.Context, c *pipeline.Call, now time.Time, late
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			res.Err = err
 		}
+		res.Used = err == nil && res.Admission.Counted() && res.Window.Counts()
 	})
 	decide := func() error {
 		wait()
@@ -216,7 +223,21 @@ func (k *Check) admit(ctx context.Context, c *pipeline.Call, now time.Time, late
 		}
 		return nil
 	}
-	return decide, k.giveBack(ctx, c, wait, func() bool { return err == nil && res.Admission.Counted() })
+	return decide, k.giveBack(ctx, c, wait, func() (bool, session.Record) { return err == nil && res.Admission.Counted(), r })
+}
+
+// use is the count of c, a decided call, in its session manifest's
+// counters at now: a tools/call counts in tool_calls, and a declared step
+// (_meta["aegis/step"]) in the steps. A step that does not parse is not
+// counted (the policy check refuses the call, and it is given back).
+func use(c *pipeline.Call, now time.Time) session.Use {
+	u := session.Use{At: now, ToolCall: c.Method == policy.MethodToolsCall}
+	if jsonrpc.Member(c.Params, "_meta") != nil { // most calls have none: no decode
+		if st, err := policy.ParseStep(c.Params); err == nil {
+			u.Step, u.Declared = st.N, st.Declared
+		}
+	}
+	return u
 }
 
 func (k *Check) windowsOn() bool { return k.win.PerSession > 0 || k.win.PerTool > 0 }
@@ -234,21 +255,23 @@ func (k *Check) windows(c *pipeline.Call, now time.Time) *session.AdmitResult {
 	return res
 }
 
-// giveBack is the undo of a call whose windows were counted in its
-// session's record: once wait has returned, when counted reports that
-// they were, one GiveBack.
-func (k *Check) giveBack(ctx context.Context, c *pipeline.Call, wait func(), counted func() bool) func() {
+// giveBack is the undo of a call whose windows (and manifest counters)
+// were counted in its session's record: once wait has returned, when
+// counted reports that they were, one GiveBack of them, with the record
+// the count returned.
+func (k *Check) giveBack(ctx context.Context, c *pipeline.Call, wait func(), counted func() (bool, session.Record)) func() {
 	var once sync.Once
-	tenant, id, w := c.Tenant.ID, c.SessionID, c.SessionWindows.Window
+	tenant, id, res := c.Tenant.ID, c.SessionID, c.SessionWindows
 	return func() {
 		once.Do(func() {
 			wait()
-			if !counted() {
+			ok, found := counted()
+			if !ok {
 				return
 			}
 			cctx, cancel := c.SettleContext(ctx, touchTimeout)
 			defer cancel()
-			if err := k.store.GiveBack(cctx, tenant, id, w); err != nil {
+			if err := k.store.GiveBack(cctx, tenant, id, res.Window, found); err != nil {
 				k.log.WarnContext(ctx, "session rate windows not given back", "tenant", tenant, "correlation_id", c.CorrelationID, "err", err)
 			}
 		})
@@ -329,7 +352,7 @@ func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) (func
 	}
 	var undo func()
 	if res != nil {
-		undo = k.giveBack(ctx, c, func() { countWait(); wait() }, func() bool { return created })
+		undo = k.giveBack(ctx, c, func() { countWait(); wait() }, func() (bool, session.Record) { return created, r })
 	}
 	return func() error {
 		countWait()

@@ -146,3 +146,48 @@ func TestDecidedCallTouchesWhenStale(t *testing.T) {
 		}
 	}
 }
+
+// A decided call on an existing session counts its manifest counters in
+// the session's one write (session.Window.Use): the call carries the
+// counters as they were before it (AdmitResult.Used), and undo gives them
+// back; a call that is not decided (tools/list) counts none.
+func TestAdmitCountsTheManifestCounters(t *testing.T) {
+	st := memstore.New()
+	now := time.Date(2026, 11, 30, 12, 0, 30, 0, time.UTC)
+	l := session.Limits{Lifetime: time.Hour, Idle: time.Hour}
+	k := sessioncheck.New(st, l, sessioncheck.Windows{PerSession: 10, Scope: pipeline.Decided | pipeline.InSession}, func() time.Time { return now }, quiet)
+	ctx := context.Background()
+	if err := st.Create(ctx, session.Record{ID: "s1", Tenant: "acme", Caller: "agent", Created: now, LastSeen: now}); err != nil {
+		t.Fatal(err)
+	}
+	call := func(method, params string) *pipeline.Call {
+		return &pipeline.Call{Tenant: registry.Tenant{ID: "acme"}, Caller: "agent", SessionID: "s1", Method: method, Params: []byte(params), Inline: true}
+	}
+	stored := func() session.Record {
+		t.Helper()
+		r, err := st.Session(ctx, "acme", "s1", now, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	c := call("tools/call", `{"name":"echo","_meta":{"aegis/step":4}}`)
+	decide, undo := k.Prefetch(ctx, c)
+	if err := decide(); err != nil || c.SessionWindows == nil || !c.SessionWindows.Used || c.Session.ToolCalls != 0 || !c.Session.LastAllowed.IsZero() {
+		t.Fatalf("tools/call: %v, windows %+v, session %+v; want counted, the counters before it", err, c.SessionWindows, c.Session)
+	}
+	if r := stored(); r.ToolCalls != 1 || !r.LastAllowed.Equal(now) || len(r.Steps) != 1 || r.Steps[0] != 4 {
+		t.Fatalf("stored after the tools/call: %+v", r)
+	}
+	undo()
+	if r := stored(); r.ToolCalls != 0 || !r.LastAllowed.IsZero() || len(r.Steps) != 0 || r.Windows.Calls != 0 {
+		t.Fatalf("stored after its undo: %+v; want nothing counted", r)
+	}
+	c = call("tools/list", `{}`)
+	if err := k.Check(ctx, c); err != nil || (c.SessionWindows != nil && c.SessionWindows.Used) {
+		t.Fatalf("tools/list: %v, %+v; want the manifest counters not counted", err, c.SessionWindows)
+	}
+	if r := stored(); r.ToolCalls != 0 || !r.LastAllowed.IsZero() {
+		t.Fatalf("stored after tools/list: %+v", r)
+	}
+}

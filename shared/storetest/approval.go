@@ -129,9 +129,22 @@ func testApprovalDecide(t *testing.T, s approval.Store) {
 	}
 }
 
+// slotIs checks that SlotApproval finds approval id (none: "") in
+// status st in slot sl.
+func slotIs(t *testing.T, s approval.Store, sl approval.Slot, id string, st approval.Status) {
+	t.Helper()
+	a, found, err := s.SlotApproval(ctx(t), sl)
+	if err != nil || found != (id != "") || (found && (a.ID != id || a.Status != st || a.Slot() != sl)) {
+		t.Fatalf("SlotApproval = %+v, %v, %v; want %q %s", a, found, err, id, st)
+	}
+}
+
 func testApprovalConsume(t *testing.T, s approval.Store) {
 	c := cand("acme", "agent-1", "transfer", "h1", t0)
+	slotIs(t, s, c.Slot(), "", "")
 	hold(t, s, c, t0)
+	slotIs(t, s, c.Slot(), c.ID, approval.Pending)
+	slotIs(t, s, cand("acme", "agent-2", "transfer", "h1", t0).Slot(), "", "") // another caller's slot
 	if _, err := s.ConsumeApproval(ctx(t), c, use(t0), t0); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("ConsumeApproval(pending) = %v, want ErrConflict", err)
 	}
@@ -139,6 +152,7 @@ func testApprovalConsume(t *testing.T, s approval.Store) {
 	if _, err := s.DecideApproval(ctx(t), c.ID, approval.Decision{Status: approval.Approved, By: "alice"}, at); err != nil {
 		t.Fatal(err)
 	}
+	slotIs(t, s, c.Slot(), c.ID, approval.Approved)
 	a, created := hold(t, s, cand("acme", "agent-1", "transfer", "h1", at), at)
 	if created || a.Status != approval.Approved {
 		t.Fatalf("hold after approval = %+v created=%v", a, created)
@@ -147,6 +161,7 @@ func testApprovalConsume(t *testing.T, s approval.Store) {
 	if err != nil || used.Status != approval.Running || !used.ConsumedAt.Equal(at) {
 		t.Fatalf("ConsumeApproval = %+v, %v; want running since %v", used, err, at)
 	}
+	slotIs(t, s, c.Slot(), c.ID, approval.Running)
 	if _, err := s.ConsumeApproval(ctx(t), a, use(at), at); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("second ConsumeApproval = %v, want ErrConflict", err)
 	}

@@ -26,6 +26,7 @@ func Run(t *testing.T, nb NewBackend) {
 	t.Run("registry", func(t *testing.T) { testRegistry(t, nb) })
 	t.Run("session", func(t *testing.T) { testSession(t, nb) })
 	t.Run("session windows", func(t *testing.T) { testSessionWindows(t, nb) })
+	t.Run("session admit counters", func(t *testing.T) { testSessionAdmitCounters(t, nb) })
 	t.Run("asked", func(t *testing.T) { testAsked(t, nb) })
 	t.Run("counters", func(t *testing.T) { testCounters(t, nb) })
 	t.Run("killswitch", func(t *testing.T) { testKillSwitch(t, nb) })
