@@ -109,3 +109,5 @@ func (failing) Incr(context.Context, string, int64, time.Time) (int64, bool, err
 }
 
 func (failing) Decr(context.Context, string) error { return store.ErrUnavailable }
+
+func (failing) Value(context.Context, string) (int64, error) { return 0, store.ErrUnavailable }

@@ -106,6 +106,8 @@ func (failing) Incr(context.Context, string, int64, time.Time) (int64, bool, err
 
 func (failing) Decr(context.Context, string) error { return store.ErrUnavailable }
 
+func (failing) Value(context.Context, string) (int64, error) { return 0, store.ErrUnavailable }
+
 // TestPerKeyAcrossSessions: the key's window spans all its sessions, so
 // minting sessions buys no calls. L calls are admitted in the minute, the
 // rest refused with scope key, however many sessions they came in.
