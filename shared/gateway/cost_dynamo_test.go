@@ -204,7 +204,7 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 		// The tool was called (and refused, and pinned) once before.
 		{name: "refused by Cedar (-32003), everything on", tune: billing, roles: []string{"ops"},
 			prepare: func(t *testing.T, e *costEnv) { e.mustCall(t, 90, "leak", `{}`, -32003) },
-			tool: "leak", args: `{}`, wantCode: -32003,
+			tool:    "leak", args: `{}`, wantCode: -32003,
 			want: costWant{8, 7, 1, 7, 2, 2, 0}},
 		{name: "refused by the rate limit", tune: func(s *config.Settings) { s.RateLimitPerTool = 1 }, tool: "echo", args: echoArgs, wantCode: -32004,
 			want: costWant{5, 4, 1, 4, 2, 2, 0}},
