@@ -202,10 +202,9 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 		// The policy stage is not store-free (its verdict reads the
 		// session's record): a Cedar refusal is counted and given back.
 		// The tool was called (and refused, and pinned) once before.
-		{name: "refused by Cedar (-32003), everything on", tune: billing, roles: []string{"ops"},
+		{name: "refused by Cedar (-32003), everything on", tune: billing, roles: []string{"ops"}, tool: "leak", args: `{}`, wantCode: -32003,
 			prepare: func(t *testing.T, e *costEnv) { e.mustCall(t, 90, "leak", `{}`, -32003) },
-			tool:    "leak", args: `{}`, wantCode: -32003,
-			want: costWant{8, 7, 1, 7, 2, 2, 0}},
+			want:    costWant{8, 7, 1, 7, 2, 2, 0}},
 		{name: "refused by the rate limit", tune: func(s *config.Settings) { s.RateLimitPerTool = 1 }, tool: "echo", args: echoArgs, wantCode: -32004,
 			want: costWant{5, 4, 1, 4, 2, 2, 0}},
 		{name: "held for approval", tool: "transfer", args: `{"to":"acct-1","amount":5}`, wantCode: -32061,
