@@ -502,9 +502,10 @@ func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
 
 // runDecided runs a decided request (tools/call, a read): the resolvers'
 // prefetches, then the store-free stages' verdicts, in order; when one
-// refuses, refuseEarly; else every other prefetcher starts (one wave of
-// store work) and the remaining verdicts are taken in order. The first
-// refusal in Order is the answer either way.
+// refuses, the stages ahead of it are peeked at (peekAhead); else every
+// other prefetcher starts (one wave of store work) and the remaining
+// verdicts are taken in order. The first refusal in Order is the answer
+// either way.
 func (p *Pipeline) runDecided(ctx context.Context, c *Call, scope Scope) error {
 	pre := make([]started, len(p.stages))
 	p.prefetch(ctx, c, scope, pre, true)
