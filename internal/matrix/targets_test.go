@@ -134,6 +134,13 @@ func (f *faulty) Incr(ctx context.Context, key string, limit int64, expires time
 	return f.Store.Incr(ctx, key, limit, expires)
 }
 
+func (f *faulty) Value(ctx context.Context, key string) (int64, error) {
+	if f.countersFail(key) {
+		return 0, errFault
+	}
+	return f.Store.Value(ctx, key)
+}
+
 func (f *faulty) Admit(ctx context.Context, tenant, id, caller string, now time.Time, l session.Limits, w session.Window) (session.Record, session.Admission, error) {
 	if f.faults[tenant] == "counters" {
 		return session.Record{}, session.Admission{}, errFault

@@ -72,6 +72,21 @@ func (s *Store) Decr(ctx context.Context, key string) error {
 	return nil
 }
 
+// Value implements ratelimit.Counter and quota.Meter: one consistent
+// GetItem of n (1 read unit).
+func (s *Store) Value(ctx context.Context, key string) (int64, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:            aws.String(s.tables.State),
+		Key:                  Key(JoinKey("C", key), skCounter),
+		ConsistentRead:       aws.Bool(true),
+		ProjectionExpression: aws.String("n"),
+	})
+	if err != nil {
+		return 0, mapErr("counter read", err)
+	}
+	return GetN(out.Item, "n"), nil
+}
+
 var (
 	_ ratelimit.Counter = (*Store)(nil)
 	_ quota.Meter       = (*Store)(nil)

@@ -220,8 +220,18 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 		// window, the quota meter, then the audit record.
 		{name: "allowed, everything on, lease off", tune: func(s *config.Settings) { billing(s); s.UpstreamMaxConcurrent = 0 }, roles: []string{"ops"}, tool: "echo", args: echoArgs,
 			want: costWant{4, 4, 0, 4, 0, 2, 0}},
+		// Decided before anything is counted (decision 9): wave 1 reads
+		// the session's record and the key's window (would either
+		// refuse?), wave 2 writes the audit record; the session is
+		// touched too when its LastSeen is stale (here it is not).
 		{name: "refused by a store-free check (-32053)", tool: "echo", args: `{"message":"card 4111 1111 1111 1111"}`, wantCode: -32053,
-			want: costWant{5, 5, 0, 5, 0, 2, 0}},
+			want: costWant{3, 1, 2, 1, 4, 2, 0}},
+		// The policy stage is not store-free (its verdict reads the
+		// session's record): a Cedar refusal is counted and given back.
+		// The tool was called (and refused, and pinned) once before.
+		{name: "refused by Cedar (-32003), everything on", tune: billing, roles: []string{"ops"}, tool: "leak", args: `{}`, wantCode: -32003,
+			prepare: func(t *testing.T, e *costEnv) { e.mustCall(t, 90, "leak", `{}`, -32003) },
+			want:    costWant{7, 7, 0, 7, 0, 2, 0}},
 		{name: "refused by the rate limit", tune: func(s *config.Settings) { s.RateLimitPerTool = 1 }, tool: "echo", args: echoArgs, wantCode: -32004,
 			want: costWant{4, 4, 0, 4, 0, 2, 0}},
 		{name: "held for approval", tool: "transfer", args: `{"to":"acct-1","amount":5}`, wantCode: -32061,

@@ -17,9 +17,14 @@ import (
 // to, what it does when its check cannot decide, and how its check is
 // built from the gateway's parts (nil: off in this deployment).
 type stage struct {
-	slot        pipeline.Slot
-	scope       pipeline.Scope
-	mode        pipeline.Mode
+	slot  pipeline.Slot
+	scope pipeline.Scope
+	mode  pipeline.Mode
+	// storeFree: decided before anything is counted (pipeline.Stage.StoreFree;
+	// docs/design/cost.md, decision 9): its verdict needs no store on a
+	// warm instance and no field a counting stage sets. The stages ahead
+	// of the last such stage that are not are pipeline.Peekers.
+	storeFree   bool
 	check       func(g *Gateway) pipeline.Check
 	result      func(g *Gateway) pipeline.ResultCheck
 	message     func(g *Gateway) pipeline.MessageCheck
@@ -38,7 +43,7 @@ var stages = [...]stage{
 		w := sessioncheck.Windows{PerSession: max(s.RateLimitPerSession, 0), PerTool: max(s.RateLimitPerTool, 0), Scope: rateLimitScope}
 		return sessioncheck.New(g.b, session.NewLimits(s.SessionLifetime, s.SessionIdle), w, g.o.Now, g.o.Logger)
 	}},
-	{slot: pipeline.Params, scope: pipeline.ToolCall, mode: pipeline.FailClosed, check: func(*Gateway) pipeline.Check {
+	{slot: pipeline.Params, storeFree: true, scope: pipeline.ToolCall, mode: pipeline.FailClosed, check: func(*Gateway) pipeline.Check {
 		return params.Check{}
 	}},
 	{slot: pipeline.RateLimit, scope: rateLimitScope, mode: pipeline.FailOpen, check: func(g *Gateway) pipeline.Check {
@@ -56,16 +61,20 @@ var stages = [...]stage{
 		}
 		return quota.New(g.b, quota.Options{Enabled: true, Enforce: s.BillingEnforce, Tiers: g.o.Tiers}, g.o.Now, g.o.Logger)
 	}},
-	{slot: pipeline.Route, scope: pipeline.Every, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
+	{slot: pipeline.Route, storeFree: true, scope: pipeline.Every, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return route.NewCheckAll(g.cats)
 	}},
-	{slot: pipeline.KillSwitch, scope: pipeline.ServerBound, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
+	{slot: pipeline.KillSwitch, storeFree: true, scope: pipeline.ServerBound, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return g.stops
 	}},
+	// Not store-free: a verdict can read the session's record (its own
+	// manifest; its counters, for the bounds and Cedar), which the
+	// session stage reads, and a tools/call under max_tool_calls is
+	// reserved in it. A Peeker, asked when a later stage refuses first.
 	{slot: pipeline.Policy, scope: pipeline.ServerBound, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return policycheck.New(g.b, g.reg, g.b, &policycheck.Options{Refresh: g.o.Settings.PolicyRefresh, Now: g.o.Now, Logger: g.o.Logger})
 	}},
-	{slot: pipeline.Content, scope: pipeline.ServerBound, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
+	{slot: pipeline.Content, storeFree: true, scope: pipeline.ServerBound, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return g.content.check
 	}},
 	{slot: pipeline.Approval, scope: pipeline.ToolCall, mode: pipeline.FailClosed, unavailable: approval.Unavailable, check: func(g *Gateway) pipeline.Check {
@@ -104,7 +113,7 @@ const rateLimitScope = pipeline.Decided | pipeline.Relayed | pipeline.Answered
 func (g *Gateway) buildPipeline() (*pipeline.Pipeline, error) {
 	out := make([]pipeline.Stage, len(stages))
 	for i, row := range stages {
-		st := pipeline.Stage{Slot: row.slot, Scope: row.scope, Mode: row.mode, Unavailable: row.unavailable}
+		st := pipeline.Stage{Slot: row.slot, Scope: row.scope, Mode: row.mode, Unavailable: row.unavailable, StoreFree: row.storeFree}
 		if row.check != nil {
 			st.Check = row.check(g)
 		}

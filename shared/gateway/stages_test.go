@@ -26,7 +26,7 @@ func TestStageTableMatchesDocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rowRE := regexp.MustCompile("^\\| [0-9]+ \\| `([a-z]+)` \\| ([^|]+) \\| ([^|]+) \\| [^|]* \\| \\*\\*(open|closed)\\*\\*")
+	rowRE := regexp.MustCompile("^\\| [0-9]+ \\| `([a-z]+)` \\| ([^|]+) \\| ([^|]+) \\| [^|]* \\| \\*\\*(open|closed)\\*\\*([^|]*)\\|$")
 	var docs []string
 	for _, line := range strings.Split(string(b), "\n") {
 		m := rowRE.FindStringSubmatch(line)
@@ -44,6 +44,9 @@ func TestStageTableMatchesDocs(t *testing.T) {
 		}
 		if m[4] != row.mode.String() {
 			t.Errorf("%s fails %s in the docs, %s in the table", m[1], m[4], row.mode)
+		}
+		if docFree := strings.Contains(m[5], "store-free: decided first"); docFree != row.storeFree {
+			t.Errorf("%s: store-free (decided first) in the docs %v, in the table %v", m[1], docFree, row.storeFree)
 		}
 		built := row.check != nil || row.result != nil || row.message != nil
 		if docBuilt := strings.TrimSpace(m[2]) != "not built yet"; docBuilt != built {

@@ -67,6 +67,14 @@ func (s *Store) Decr(_ context.Context, key string) error {
 	return nil
 }
 
+// Value implements ratelimit.Counter and quota.Meter.
+func (s *Store) Value(_ context.Context, key string) (int64, error) {
+	c := &s.counters
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[key].n, nil
+}
+
 var (
 	_ ratelimit.Counter = (*Store)(nil)
 	_ quota.Meter       = (*Store)(nil)

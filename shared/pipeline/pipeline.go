@@ -273,6 +273,23 @@ type Resolver interface {
 	Resolves()
 }
 
+// Peeker is a check that counts for a call (its Prefetch writes: a rate
+// window, the quota meter, a session's touch) and can also say, writing
+// nothing, whether it would refuse the call: Peek starts the reads its
+// verdict needs (consistent reads of what Prefetch would count in) and
+// returns decide, which waits for them and returns what Prefetch's
+// decide would have returned had the call been counted (nil, a refusal,
+// or an error when it could not decide: the stage's Mode applies as
+// ever). It leaves nothing to give back. Peek may set fields of c that
+// later Peeks read, as Prefetch does. The runner peeks at the stages
+// ahead of a store-free stage that refused (Stage.StoreFree): every
+// stage that is neither store-free nor after the last store-free one
+// must be a Peeker (New checks it).
+type Peeker interface {
+	Check
+	Peek(ctx context.Context, c *Call) (decide func() error)
+}
+
 // Filter is implemented by checks whose decision also hides tools from
 // tools/list (kill switch, policy): the list and the call use the same
 // decision code. While Visible is asked about a tool, c.ToolDef is that
@@ -313,13 +330,22 @@ type Stage struct {
 	// Unavailable is the answer of a FailClosed stage that could not
 	// decide; nil: -32603 with the correlation id.
 	Unavailable func(c *Call) error
+	// StoreFree: on a warm instance the check decides from the request
+	// and what the process holds (cached tenant state), writes nothing
+	// the call counts, and reads no field a stage that counts sets
+	// (Session, SessionWindows). For a decided request (tools/call, a
+	// read) the runner decides the store-free stages first, in order,
+	// before any counting stage starts its store work: a call one of
+	// them refuses counts nothing (docs/design/cost.md, decision 9).
+	StoreFree bool
 }
 
 // Pipeline is the ordered stages that are on. It is safe for concurrent
 // use once built.
 type Pipeline struct {
-	stages  []Stage // request side, in Order
-	results []Stage // response side, in ResultOrder
+	stages  []Stage  // request side, in Order
+	peekers []Peeker // by index in stages: the stages peeked at when a later store-free one refuses
+	results []Stage  // response side, in ResultOrder
 	log     *slog.Logger
 	hook    Hook
 }
@@ -386,7 +412,31 @@ func New(stages []Stage, o *Options) (*Pipeline, error) {
 			p.stages = append(p.stages, st)
 		}
 	}
-	return p, nil
+	return p, p.findPeekers()
+}
+
+// findPeekers sets p.peekers: every stage on that is not store-free and
+// comes before the last store-free stage on must be a Peeker, so that a
+// call a store-free stage refuses learns its verdict without counting.
+func (p *Pipeline) findPeekers() error {
+	last := -1
+	for i, st := range p.stages {
+		if st.StoreFree {
+			last = i
+		}
+	}
+	p.peekers = make([]Peeker, len(p.stages))
+	for i, st := range p.stages[:last+1] {
+		if st.StoreFree {
+			continue
+		}
+		pk, ok := st.Check.(Peeker)
+		if !ok {
+			return fmt.Errorf("pipeline: stage %v comes before the store-free stage %v and cannot say whether it would refuse without counting (not a pipeline.Peeker)", st.Slot, p.stages[last].Slot)
+		}
+		p.peekers[i] = pk
+	}
+	return nil
 }
 
 // Slots lists the slots that are on, request side then response side.
@@ -402,11 +452,14 @@ func (p *Pipeline) Slots() []Slot {
 }
 
 // Run passes c through every request-side stage of its scope, in order,
-// until one refuses. For a decided request (tools/call, a read) the prefetchers
-// start together first, resolvers ahead of the others; verdicts are still
-// taken in order. When a stage refuses, what every prefetcher took for the
-// call is given back before Run returns, or, when c.Settles, by c's
-// Finish.
+// until one refuses. For a decided request (tools/call, a read) the
+// resolvers start first, then the store-free stages (Stage.StoreFree) are
+// decided, and only then do the other prefetchers start together; the
+// answer is still the first refusal in Order: when a store-free stage
+// refuses, the stages ahead of it are asked whether they would have
+// refused (Peeker), counting nothing. When a stage refuses, what every
+// prefetcher took for the call is given back before Run returns, or, when
+// c.Settles, by c's Finish.
 func (p *Pipeline) Run(ctx context.Context, c *Call) error {
 	return p.run(ctx, c, numSlots)
 }
@@ -429,9 +482,8 @@ type started struct {
 
 func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
 	scope := c.scope()
-	var pre []started
 	if scope&Decided != 0 && stop == numSlots {
-		pre = p.prefetch(ctx, c, scope)
+		return p.runDecided(ctx, c, scope)
 	}
 	for i := range p.stages {
 		st := &p.stages[i]
@@ -441,32 +493,91 @@ func (p *Pipeline) run(ctx context.Context, c *Call, stop Slot) error {
 		if st.Scope&scope == 0 {
 			continue
 		}
-		var decide func() error
-		if pre != nil {
-			decide = pre[i].decide
-		}
-		err := p.decide(ctx, st, c, decide)
-		if err != nil {
-			if c.Settles {
-				c.OnDoneAsync(func(audit.Outcome) { undoAll(c, pre) })
-			} else {
-				undoAll(c, pre)
-			}
+		if err := p.decide(ctx, st, c, nil); err != nil {
 			return err
 		}
 	}
-	if pre != nil {
-		// Allowed by every stage, the call may still be refused before it
-		// is sent (the idempotency ledger; a client gone before the send):
-		// the gateway then finishes it as refused, and it holds nothing
-		// either.
-		c.OnDone(func(o audit.Outcome) {
-			if o == audit.OutcomeRefused {
-				undoAll(c, pre)
-			}
-		})
-	}
 	return nil
+}
+
+// runDecided runs a decided request (tools/call, a read): the resolvers'
+// prefetches, then the store-free stages' verdicts, in order; when one
+// refuses, the stages ahead of it are peeked at (peekAhead); else every
+// other prefetcher starts (one wave of store work) and the remaining
+// verdicts are taken in order. The first refusal in Order is the answer
+// either way.
+func (p *Pipeline) runDecided(ctx context.Context, c *Call, scope Scope) error {
+	pre := make([]started, len(p.stages))
+	p.prefetch(ctx, c, scope, pre, true)
+	var early uint32 // bit i: stage i was decided among the store-free ones
+	for i := range p.stages {
+		st := &p.stages[i]
+		if st.Scope&scope == 0 || !st.StoreFree {
+			continue
+		}
+		early |= 1 << i
+		if err := p.decide(ctx, st, c, pre[i].decide); err != nil {
+			err = p.peekAhead(ctx, c, scope, i, err)
+			p.settle(c, pre)
+			return err
+		}
+	}
+	p.prefetch(ctx, c, scope, pre, false)
+	for i := range p.stages {
+		st := &p.stages[i]
+		if st.Scope&scope == 0 || early&(1<<i) != 0 {
+			continue
+		}
+		if err := p.decide(ctx, st, c, pre[i].decide); err != nil {
+			p.settle(c, pre)
+			return err
+		}
+	}
+	// Allowed by every stage, the call may still be refused before it
+	// is sent (the idempotency ledger; a client gone before the send):
+	// the gateway then finishes it as refused, and it holds nothing
+	// either.
+	c.OnDone(func(o audit.Outcome) {
+		if o == audit.OutcomeRefused {
+			undoAll(c, pre)
+		}
+	})
+	return nil
+}
+
+// peekAhead is the answer of a call that store-free stage i refused with
+// err: the stages ahead of it that are not store-free are asked, with
+// reads only and together (one wave), whether they would have refused it
+// (Peeker); the first of them in order that would is the answer, else err.
+// Nothing is counted, so nothing is given back.
+func (p *Pipeline) peekAhead(ctx context.Context, c *Call, scope Scope, i int, err error) error {
+	var room [numSlots]func() error
+	decides := room[:i]
+	for j := range decides {
+		if pk := p.peekers[j]; pk != nil && p.stages[j].Scope&scope != 0 {
+			decides[j] = pk.Peek(ctx, c)
+		}
+	}
+	for j, decide := range decides {
+		if decide == nil {
+			continue
+		}
+		if perr := p.decide(ctx, &p.stages[j], c, decide); perr != nil {
+			return perr
+		}
+	}
+	return err
+}
+
+// settle gives back what the prefetchers took for a call refused by a
+// stage: before the refusal is returned, or, when c.Settles, in c's
+// Finish.
+func (p *Pipeline) settle(c *Call, pre []started) {
+	if c.Settles {
+		c.OnDoneAsync(func(audit.Outcome) { undoAll(c, pre) })
+		return
+	}
+	undoAll(c, pre)
 }
 
 // undoAll gives back what every prefetcher took for a refused call. The
@@ -485,26 +596,23 @@ func undoAll(c *Call, pre []started) {
 	}
 }
 
-// prefetch starts every prefetcher of scope: resolvers first, in order,
-// since what they fill in keys the others' store work.
-func (p *Pipeline) prefetch(ctx context.Context, c *Call, scope Scope) []started {
-	pre := make([]started, len(p.stages))
-	for _, resolvers := range []bool{true, false} {
-		for i, st := range p.stages {
-			if st.Scope&scope == 0 {
-				continue
-			}
-			pf, ok := st.Check.(Prefetcher)
-			if !ok {
-				continue
-			}
-			if _, r := st.Check.(Resolver); r != resolvers {
-				continue
-			}
-			pre[i].decide, pre[i].undo = pf.Prefetch(ctx, c)
+// prefetch starts the prefetchers of scope into pre: the resolvers, in
+// order (what they fill in keys the others' store work), or the others
+// that are not store-free (those were decided already).
+func (p *Pipeline) prefetch(ctx context.Context, c *Call, scope Scope, pre []started, resolvers bool) {
+	for i, st := range p.stages {
+		if st.Scope&scope == 0 {
+			continue
 		}
+		pf, ok := st.Check.(Prefetcher)
+		if !ok {
+			continue
+		}
+		if _, r := st.Check.(Resolver); r != resolvers || (!r && st.StoreFree) {
+			continue
+		}
+		pre[i].decide, pre[i].undo = pf.Prefetch(ctx, c)
 	}
-	return pre
 }
 
 // decide takes one stage's verdict (its prefetched decide, or its Check)

@@ -178,6 +178,21 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 // sets c.PolicyHash at once when the tenant's set is cached, so that a
 // call an earlier stage refuses is recorded with it too.
 func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
+	return k.prefetch(ctx, c, false)
+}
+
+// Peek implements pipeline.Peeker: the verdict Check would give, from the
+// same set and key facts (read when stale, as Prefetch reads them), with
+// the session's max_tool_calls decided on the count its record holds
+// (c.Session, as the session stage's Peek read it) instead of reserved,
+// and the manifest counters not counted: nothing is written.
+func (k *Check) Peek(ctx context.Context, c *pipeline.Call) func() error {
+	decide, _ := k.prefetch(ctx, c, true)
+	return decide
+}
+
+// prefetch is Prefetch; peek: Peek.
+func (k *Check) prefetch(ctx context.Context, c *pipeline.Call, peek bool) (func() error, func()) {
 	if h := k.cachedHash(c.Tenant.ID); h != "" {
 		c.PolicyHash = h
 	}
@@ -202,7 +217,7 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		if c.Roles == nil {
 			c.Roles = p.key.roles
 		}
-		return k.decide(ctx, c, p.l, p.key.bounds, &p.res)
+		return k.decide(ctx, c, p.l, p.key.bounds, &p.res, peek)
 	}
 	return decide, func() { k.undo(ctx, &p.res) }
 }
@@ -234,8 +249,8 @@ func (k *Check) undo(ctx context.Context, r *reservation) {
 // decide puts c to l's decider and records the verdict on c. A tools/call
 // the decider lets through is reserved against the session's
 // max_tool_calls before it is sent (reserve), so that the limit holds for
-// calls in flight together.
-func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *policy.Bounds, res *reservation) error {
+// calls in flight together. peek: nothing is reserved or counted (Peek).
+func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *policy.Bounds, res *reservation, peek bool) error {
 	if l.Hash != "" {
 		c.PolicyHash = l.Hash
 	}
@@ -280,7 +295,7 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 			// if it were spent.
 			req.Session.ToolCalls = limit
 			v = l.Decider.Decide(ctx, req)
-		} else {
+		} else if !peek {
 			var err error
 			if v, err = k.reserve(ctx, c, l, req, limit, res); err != nil {
 				return err
@@ -293,8 +308,8 @@ func (k *Check) decide(ctx context.Context, c *pipeline.Call, l Loaded, bounds *
 	}
 	c.PolicyApproval = v.Held()
 	tenant, id := c.Tenant.ID, c.SessionID
-	if id == "" || folded || !counted(l, bounds) {
-		return nil // counted already, or no rule in force reads the counters
+	if peek || id == "" || folded || !counted(l, bounds) {
+		return nil // a peek, counted already, or no rule in force reads the counters
 	}
 	use := session.Use{At: req.Now, ToolCall: req.Method == policy.MethodToolsCall && !res.reserved.Load(), Step: step.N, Declared: step.Declared}
 	c.OnDoneAsync(func(o audit.Outcome) {
@@ -756,5 +771,6 @@ func (k *Check) entry(tenant string) *entry {
 
 var (
 	_ pipeline.Prefetcher = (*Check)(nil)
+	_ pipeline.Peeker     = (*Check)(nil)
 	_ pipeline.Filter     = (*Check)(nil)
 )

@@ -438,3 +438,34 @@ func TestReservedAtLimitWhileGivenBack(t *testing.T) {
 		t.Fatalf("reserved %d, want 2", fs.reserved)
 	}
 }
+
+// TestPeekReservesNothing: Peek gives Check's verdict without reserving
+// against max_tool_calls or counting the manifest counters: the session's
+// budget is decided on the count its record holds (c.Session.ToolCalls,
+// as the session stage's Peek read it).
+func TestPeekReservesNothing(t *testing.T) {
+	const set = "roles: {ops: {allow: [\"mock/*\"], deny: [\"mock/rm\"]}}\nmanifest: {max_tool_calls: 2}\n"
+	fs := &fakeStore{sets: map[string]string{"acme": set}, keys: map[string]registry.Key{}}
+	k := policycheck.New(fs, fs, fs, nil)
+	ctx := context.Background()
+	peek := func(tool string, toolCalls int) (*pipeline.Call, error) {
+		c := newCall("acme", tool)
+		c.Roles = []string{"ops"}
+		c.Session.ToolCalls = toolCalls
+		err := k.Peek(ctx, c)()
+		c.Finish(audit.OutcomeAllowed) // were anything registered, it would count now
+		return c, err
+	}
+	if _, err := peek("echo", 1); err != nil {
+		t.Fatalf("echo under the budget: %v", err)
+	}
+	if c, err := peek("echo", 2); wordOf(err) != refusal.CapabilityDenied || c.PolicyRule != "manifest:tool_calls" {
+		t.Fatalf("echo at the budget: %v (rule %q); want -32005 tool_calls", err, c.PolicyRule)
+	}
+	if _, err := peek("rm", 0); wordOf(err) != refusal.PolicyDenied {
+		t.Fatalf("rm: %v; want -32003", err)
+	}
+	if fs.reserved != 0 || len(fs.counts) != 0 {
+		t.Fatalf("peeks reserved %d and counted %v; want nothing", fs.reserved, fs.counts)
+	}
+}

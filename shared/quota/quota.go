@@ -23,10 +23,11 @@ import (
 	"github.com/aegis-gw/aegis/shared/registry"
 )
 
-// Meter counts usage; it has the same contract as ratelimit.Counter.Incr.
+// Meter counts usage; it has the same contract as ratelimit.Counter.
 type Meter interface {
 	Incr(ctx context.Context, key string, limit int64, expires time.Time) (n int64, ok bool, err error)
 	Decr(ctx context.Context, key string) error
+	Value(ctx context.Context, key string) (int64, error)
 }
 
 // Tiers maps a tier name to its monthly limit of tools/call requests.
@@ -118,7 +119,20 @@ func (q *Check) Check(ctx context.Context, c *pipeline.Call) error {
 // refuses the call. At the limit's edge a call that is then refused may
 // hold the last unit for one round trip.
 func (q *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
-	if !q.opt.Enabled {
+	return q.prefetch(ctx, c, true)
+}
+
+// Peek implements pipeline.Peeker: whether the call would be refused, from
+// one consistent read of the meter (Meter.Value), counting nothing. Only
+// an enforced limit refuses; with enforcement off nothing is read.
+func (q *Check) Peek(ctx context.Context, c *pipeline.Call) func() error {
+	decide, _ := q.prefetch(ctx, c, false)
+	return decide
+}
+
+// prefetch is Prefetch; count false: Peek.
+func (q *Check) prefetch(ctx context.Context, c *pipeline.Call, count bool) (func() error, func()) {
+	if !q.opt.Enabled || (!count && !q.opt.Enforce) {
 		return func() error { return nil }, nil
 	}
 	period, end := Period(q.now())
@@ -137,7 +151,14 @@ func (q *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		err    error
 		undone sync.Once
 	}{key: Key(c.Tenant.ID, period)}
-	wait := c.Async(func() { p.n, p.ok, p.err = q.meter.Incr(ctx, p.key, lim, end.Add(Retention)) })
+	wait := c.Async(func() {
+		if count {
+			p.n, p.ok, p.err = q.meter.Incr(ctx, p.key, lim, end.Add(Retention))
+			return
+		}
+		p.n, p.err = q.meter.Value(ctx, p.key)
+		p.ok = lim <= 0 || p.n < lim
+	})
 	decide := func() error {
 		wait()
 		if p.err != nil {
@@ -146,11 +167,14 @@ func (q *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		if !p.ok {
 			return refusal.Quota(tier, limit, p.n, period)
 		}
-		if known && limit > 0 && p.n > limit {
+		if count && known && limit > 0 && p.n > limit {
 			q.log.InfoContext(ctx, "quota overage recorded (BILLING_ENFORCE=0)",
 				"tenant", c.Tenant.ID, "tier", tier, "limit", limit, "used", p.n, "period", period)
 		}
 		return nil
+	}
+	if !count {
+		return decide, nil
 	}
 	undo := func() {
 		p.undone.Do(func() {
@@ -165,4 +189,7 @@ func (q *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	return decide, undo
 }
 
-var _ pipeline.Prefetcher = (*Check)(nil)
+var (
+	_ pipeline.Prefetcher = (*Check)(nil)
+	_ pipeline.Peeker     = (*Check)(nil)
+)

@@ -109,3 +109,46 @@ func (failing) Incr(context.Context, string, int64, time.Time) (int64, bool, err
 }
 
 func (failing) Decr(context.Context, string) error { return store.ErrUnavailable }
+
+func (failing) Value(context.Context, string) (int64, error) { return 0, store.ErrUnavailable }
+
+// TestPeekCountsNothing: Peek refuses at the enforced limit with the data
+// Check gives, reads nothing when enforcement is off, and counts nothing.
+func TestPeekCountsNothing(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	st := memstore.New()
+	tiers := quota.Tiers{registry.TierFree: 2}
+	q := quota.New(st, quota.Options{Enabled: true, Enforce: true, Tiers: tiers}, func() time.Time { return now }, quiet)
+	key := quota.Key("acme", "202612")
+	for range 3 {
+		if err := q.Peek(ctx, call("free"))(); err != nil {
+			t.Fatalf("peek under the limit: %v", err)
+		}
+	}
+	for range 2 {
+		if err := q.Check(ctx, call("free")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var want, got *refusal.Refusal
+	if err := q.Check(ctx, call("free")); !errors.As(err, &want) {
+		t.Fatalf("3rd call: %v", err)
+	}
+	if err := q.Peek(ctx, call("free"))(); !errors.As(err, &got) || string(got.Object(refusal.LayerGateway).Data) != string(want.Object(refusal.LayerGateway).Data) {
+		t.Fatalf("peek at the limit: %v; want %v", err, want)
+	}
+	if n, err := st.Value(ctx, key); err != nil || n != 2 {
+		t.Fatalf("meter = %d, %v; want 2 (the two calls counted)", n, err)
+	}
+	// Not enforced: nothing to refuse, nothing read (a failing meter is
+	// never asked).
+	off := quota.New(failing{}, quota.Options{Enabled: true, Tiers: tiers}, nil, quiet)
+	if err := off.Peek(ctx, call("free"))(); err != nil {
+		t.Fatalf("enforcement off: %v", err)
+	}
+	on := quota.New(failing{}, quota.Options{Enabled: true, Enforce: true, Tiers: tiers}, nil, quiet)
+	if err := on.Peek(ctx, call("free"))(); err == nil || errors.As(err, &got) {
+		t.Fatalf("meter unreachable: %v; want an error that is not a refusal", err)
+	}
+}

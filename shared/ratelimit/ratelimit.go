@@ -40,6 +40,10 @@ type Counter interface {
 	// Decr gives back one unit that Incr counted (a call counted ahead of
 	// a decision that then refused it). It never goes below zero.
 	Decr(ctx context.Context, key string) error
+	// Value returns the counter named key as a strongly consistent read
+	// sees it (0 when absent), writing nothing: whether an Incr with a
+	// limit would be refused, learnt without counting (Check.Peek).
+	Value(ctx context.Context, key string) (int64, error)
 }
 
 // Window is the length of a rate-limit window.
@@ -129,6 +133,20 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 // decided. When any stage refuses the call (this one included), undo gives
 // back every unit it counted: a refused call holds nothing.
 func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
+	return k.prefetch(ctx, c, true)
+}
+
+// Peek implements pipeline.Peeker: whether the call would be refused, from
+// a consistent read of each window Prefetch would count in (Counter.Value:
+// refused at its limit) and the session's windows as the session stage's
+// Peek read them; nothing is counted.
+func (k *Check) Peek(ctx context.Context, c *pipeline.Call) func() error {
+	decide, _ := k.prefetch(ctx, c, false)
+	return decide
+}
+
+// prefetch is Prefetch; count false: Peek.
+func (k *Check) prefetch(ctx context.Context, c *pipeline.Call, count bool) (func() error, func()) {
 	if k.perSession <= 0 && k.perTool <= 0 && k.perKey <= 0 {
 		return func() error { return nil }, nil
 	}
@@ -161,7 +179,15 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	windows := p.windows[:p.n]
 	for i := range windows {
 		w := &windows[i]
-		p.waits[i] = c.Async(func() { _, w.ok, w.err = k.counter.Incr(ctx, w.key, w.limit, end) })
+		if count {
+			p.waits[i] = c.Async(func() { _, w.ok, w.err = k.counter.Incr(ctx, w.key, w.limit, end) })
+			continue
+		}
+		p.waits[i] = c.Async(func() {
+			var n int64
+			n, w.err = k.counter.Value(ctx, w.key)
+			w.ok = n < w.limit
+		})
 	}
 	wait := func() {
 		for _, w := range p.waits[:p.n] {
@@ -197,6 +223,9 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 			}
 		}
 		return unreachable
+	}
+	if !count {
+		return decide, nil
 	}
 	undo := func() {
 		p.undone.Do(func() {
@@ -272,4 +301,7 @@ func owners(c *pipeline.Call, dst []string) []string {
 	return append(dst, c.SessionID)
 }
 
-var _ pipeline.Prefetcher = (*Check)(nil)
+var (
+	_ pipeline.Prefetcher = (*Check)(nil)
+	_ pipeline.Peeker     = (*Check)(nil)
+)

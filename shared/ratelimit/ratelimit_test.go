@@ -106,6 +106,8 @@ func (failing) Incr(context.Context, string, int64, time.Time) (int64, bool, err
 
 func (failing) Decr(context.Context, string) error { return store.ErrUnavailable }
 
+func (failing) Value(context.Context, string) (int64, error) { return 0, store.ErrUnavailable }
+
 // TestPerKeyAcrossSessions: the key's window spans all its sessions, so
 // minting sessions buys no calls. L calls are admitted in the minute, the
 // rest refused with scope key, however many sessions they came in.
@@ -191,5 +193,49 @@ func TestStatelessCallsCountPerKey(t *testing.T) {
 	}
 	if err := k.Check(ctx, stateless("k2")); err != nil {
 		t.Fatalf("another key's stateless call: %v (it shared k1's window)", err)
+	}
+}
+
+// TestPeekCountsNothing: Peek refuses exactly where Check would, with the
+// same data, and counts nothing: peeking any number of times leaves the
+// windows as they were.
+func TestPeekCountsNothing(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 15, 0, time.UTC)
+	ctx := context.Background()
+	st := memstore.New()
+	k := ratelimit.New(st, ratelimit.Options{PerSession: 5, PerTool: 2, PerKey: 10}, func() time.Time { return now }, quiet)
+	withKey := func() *pipeline.Call { c := call("s1", "echo"); c.KeyID = "k1"; return c }
+	for range 5 {
+		if err := k.Peek(ctx, withKey())(); err != nil {
+			t.Fatalf("peek with room: %v", err)
+		}
+	}
+	for range 2 {
+		if err := k.Check(ctx, withKey()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := k.Check(ctx, withKey()) // the tool window is full: refused, nothing counted
+	var r *refusal.Refusal
+	if !errors.As(want, &r) || r.Fields["scope"] != ratelimit.ScopeTool {
+		t.Fatalf("third call: %v; want the tool window's -32004", want)
+	}
+	for range 3 {
+		got := k.Peek(ctx, withKey())()
+		var p *refusal.Refusal
+		if !errors.As(got, &p) || !reflect.DeepEqual(p.Fields, r.Fields) {
+			t.Fatalf("peek at the limit: %v; want %v", got, want)
+		}
+	}
+	sKey, tKey := ratelimit.Keys("acme", "s1", "", "echo", now)
+	// The third Check counted in the session's and the key's windows (the
+	// pipeline's undo gives those back); no peek counted anything.
+	for key, n := range map[string]int64{sKey: 3, tKey: 2, ratelimit.KeyWindow("acme", "k1", now): 3} {
+		if got, err := st.Value(ctx, key); err != nil || got != n {
+			t.Errorf("%s = %d, %v; want %d (what the three Checks counted)", key, got, err, n)
+		}
+	}
+	if err := ratelimit.New(failing{}, ratelimit.Options{PerKey: 1}, nil, quiet).Peek(ctx, withKey())(); err == nil || errors.As(err, &r) {
+		t.Errorf("store unreachable: %v; want an error that is not a refusal", err)
 	}
 }

@@ -118,6 +118,12 @@ func (k *Check) Check(ctx context.Context, c *pipeline.Call) error {
 // once (minted when the client sent none), so later checks can key on it,
 // and the store operation runs while they start theirs.
 func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, func()) {
+	return k.prefetch(ctx, c, true)
+}
+
+// prefetch is Prefetch; count false: a minted session is created without
+// the call counted in its windows (Peek).
+func (k *Check) prefetch(ctx context.Context, c *pipeline.Call, count bool) (func() error, func()) {
 	now := k.now()
 	if c.Stateless {
 		return func() error { return nil }, nil
@@ -132,13 +138,8 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 		return func() error { return refusal.Session() }, nil
 	}
 	if c.SessionID == "" {
-		return k.mint(ctx, c, now)
+		return k.mint(ctx, c, now, count)
 	}
-	var res struct {
-		r   session.Record
-		err error
-	}
-	tenant, id := c.Tenant.ID, c.SessionID
 	// A decided call (tools/call, a read: its Finish runs) reads its
 	// session and touches it after the answer, only when stale; the
 	// others touch it at once.
@@ -146,33 +147,73 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 	if k.windowsOn() && c.In(k.win.Scope) {
 		return k.admit(ctx, c, now, later)
 	}
+	return k.read(ctx, c, now, later, nil), nil
+}
+
+// read reads c's session (later: a decided call, touched after its answer
+// when stale) or touches it at once, and decides it. res, when not nil, is
+// c.SessionWindows: what the session's windows would admit, from the
+// record read, with nothing counted (Peek).
+func (k *Check) read(ctx context.Context, c *pipeline.Call, now time.Time, later bool, res *session.AdmitResult) func() error {
+	var (
+		r   session.Record
+		err error
+	)
+	tenant, id := c.Tenant.ID, c.SessionID
 	wait := c.Async(func() {
 		if later {
-			res.r, res.err = k.store.Session(ctx, tenant, id, now, k.limits)
+			r, err = k.store.Session(ctx, tenant, id, now, k.limits)
 		} else {
-			res.r, res.err = k.store.Touch(ctx, tenant, id, now, k.limits)
+			r, err = k.store.Touch(ctx, tenant, id, now, k.limits)
+		}
+		if res != nil && err != nil && !errors.Is(err, store.ErrNotFound) {
+			res.Err = err
 		}
 	})
 	return func() error {
 		wait()
 		switch {
-		case errors.Is(res.err, store.ErrNotFound):
+		case errors.Is(err, store.ErrNotFound):
 			return refusal.Session()
-		case res.err != nil:
+		case err != nil:
 			// Not checked: the stage fails open, without upstream session state.
 			c.Session = session.Record{ID: c.SessionID, Tenant: c.Tenant.ID, Caller: c.Caller, Created: now, LastSeen: now}
-			return res.err
-		case res.r.Caller != c.Caller:
+			return err
+		case r.Caller != c.Caller:
 			// A session belongs to the caller that opened it; another key
 			// of the same tenant cannot continue it.
 			return refusal.Session()
 		}
-		c.Session = res.r
-		if later && k.limits.Stale(res.r, now) {
+		c.Session = r
+		if res != nil {
+			_, res.Admission = session.Admitted(r, now, res.Window)
+		}
+		if later && k.limits.Stale(r, now) {
 			c.OnDoneAsync(func(audit.Outcome) { k.touch(ctx, c, now) })
 		}
 		return nil
-	}, nil
+	}
+}
+
+// Peek implements pipeline.Peeker: whether the session stage would refuse
+// c, and, for the rate-limit stage's Peek, whether the session's own rate
+// windows would (c.SessionWindows, nothing counted), from one consistent
+// read of the session's record. The session is touched after the answer
+// only when its LastSeen is stale (as a decided call's read touches it).
+// A call that opens its session opens it as Prefetch does, without
+// counting the call in the new session's windows: the client gets the
+// session in the answer whatever refused it.
+func (k *Check) Peek(ctx context.Context, c *pipeline.Call) func() error {
+	if c.Stateless || c.SessionID == "" || len(c.SessionID) > MaxIDBytes {
+		decide, _ := k.prefetch(ctx, c, false)
+		return decide
+	}
+	now := k.now()
+	var res *session.AdmitResult
+	if k.windowsOn() && c.In(k.win.Scope) {
+		res = k.windows(c, now)
+	}
+	return k.read(ctx, c, now, true, res)
 }
 
 // admit is Prefetch for a call on an existing session that counts in its
@@ -298,7 +339,7 @@ func (k *Check) touch(ctx context.Context, c *pipeline.Call, now time.Time) {
 // a remote store the count and the write overlap (one round trip, as for
 // a call on an existing session), and a session written for a call the
 // ceiling refuses is deleted again.
-func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) (func() error, func()) {
+func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time, countWindows bool) (func() error, func()) {
 	id := NewID()
 	if c.Method == "initialize" {
 		if caps := upstream.ParseCaps(jsonrpc.Member(c.Params, "capabilities")); caps != 0 {
@@ -317,7 +358,11 @@ func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) (func
 	var res *session.AdmitResult
 	if k.windowsOn() && c.In(k.win.Scope) {
 		res = k.windows(c, now)
-		r, _ = session.Admitted(r, now, res.Window)
+		if countWindows {
+			r, _ = session.Admitted(r, now, res.Window)
+		} else {
+			_, res.Admission = session.Admitted(r, now, res.Window)
+		}
 	}
 	owner := c.KeyID
 	if owner == "" {
@@ -351,7 +396,7 @@ func (k *Check) mint(ctx context.Context, c *pipeline.Call, now time.Time) (func
 		countWait, wait = c.Async(count), c.Async(create)
 	}
 	var undo func()
-	if res != nil {
+	if res != nil && countWindows {
 		undo = k.giveBack(ctx, c, func() { countWait(); wait() }, func() (bool, session.Record) { return created, r })
 	}
 	return func() error {
@@ -435,4 +480,7 @@ func NewID() string {
 	return hex.EncodeToString(b)
 }
 
-var _ pipeline.Prefetcher = (*Check)(nil)
+var (
+	_ pipeline.Prefetcher = (*Check)(nil)
+	_ pipeline.Peeker     = (*Check)(nil)
+)

@@ -191,3 +191,90 @@ func TestAdmitCountsTheManifestCounters(t *testing.T) {
 		t.Fatalf("stored after tools/list: %+v", r)
 	}
 }
+
+// Peek says whether the session stage, and the session's own rate
+// windows, would refuse a call, writing nothing: a session at its window's
+// limit is reported full and stays as it was; a session with room is not
+// counted in; an unknown session is the session error; a stale session is
+// touched after the call (Finish) and a fresh one is not. A call with no
+// session still opens one (the answer carries it), with nothing counted in
+// its windows. In process and against a remote store.
+func TestPeekCountsNothing(t *testing.T) {
+	for _, inline := range []bool{true, false} {
+		st := memstore.New()
+		t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+		now := t0
+		l := session.NewLimits(time.Hour, 30*time.Minute)
+		w := sessioncheck.Windows{PerSession: 2, PerTool: 5, Scope: pipeline.Decided}
+		k := sessioncheck.New(st, l, w, func() time.Time { return now }, quiet)
+		ctx := context.Background()
+		if err := st.Create(ctx, session.Record{ID: "s1", Tenant: "acme", Caller: "agent", Created: t0, LastSeen: t0}); err != nil {
+			t.Fatal(err)
+		}
+		record := func() session.Record {
+			r, err := st.Session(ctx, "acme", "s1", now, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		peek := func(id string) (*pipeline.Call, error) {
+			c := mintCall("k1", inline)
+			c.SessionID, c.Tool = id, "echo"
+			err := k.Peek(ctx, c)()
+			c.Finish(audit.OutcomeRefused)
+			return c, err
+		}
+		c, err := peek("s1")
+		if err != nil || c.SessionWindows == nil || c.SessionWindows.Admission.SessionFull || c.Session.ID != "s1" {
+			t.Fatalf("inline %v: peek with room: %v, %+v", inline, err, c.SessionWindows)
+		}
+		if got := record().Windows.At(t0, ""); got != 0 {
+			t.Fatalf("inline %v: peek counted %d in the session window", inline, got)
+		}
+		for range 2 { // fill the window by counting
+			c := mintCall("k1", inline)
+			c.SessionID, c.Tool = "s1", "echo"
+			if err := k.Check(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := record()
+		now = t0.Add(2 * time.Minute) // stale: a touch after the call, windows of an earlier minute
+		if c, err = peek("s1"); err != nil || c.SessionWindows.Admission.SessionFull {
+			t.Fatalf("inline %v: a new minute: %v, %+v", inline, err, c.SessionWindows)
+		}
+		after := record()
+		if !after.LastSeen.Equal(now) || after.Windows.Calls != before.Windows.Calls || !after.Windows.Start.Equal(before.Windows.Start) {
+			t.Fatalf("inline %v: stale session after a peek: %+v, was %+v; want only LastSeen moved", inline, after, before)
+		}
+		now = t0.Add(2*time.Minute + time.Second)
+		for range 2 {
+			c := mintCall("k1", inline)
+			c.SessionID, c.Tool = "s1", "echo"
+			if err := k.Check(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before = record()
+		if c, err = peek("s1"); err != nil || !c.SessionWindows.Admission.SessionFull {
+			t.Fatalf("inline %v: at the limit: %v, %+v; want full", inline, err, c.SessionWindows)
+		}
+		if after := record(); !after.LastSeen.Equal(before.LastSeen) || after.Windows.Calls != 2 {
+			t.Fatalf("inline %v: a fresh session at its limit after a peek: %+v", inline, after)
+		}
+		var ref *refusal.Refusal
+		if _, err := peek("unknown"); !errors.As(err, &ref) || ref.Word != refusal.SessionError {
+			t.Fatalf("inline %v: unknown session: %v", inline, err)
+		}
+		sessions := st.Usage().Sessions
+		c, err = peek("")
+		if err != nil || !c.NewSession || c.Session.ID == "" || st.Usage().Sessions != sessions+1 {
+			t.Fatalf("inline %v: no session: %v, %+v", inline, err, c.Session)
+		}
+		minted, err := st.Session(ctx, "acme", c.SessionID, now, l)
+		if err != nil || minted.Windows.Calls != 0 {
+			t.Fatalf("inline %v: the opened session: %+v, %v; want nothing counted", inline, minted.Windows, err)
+		}
+	}
+}

@@ -37,6 +37,25 @@ func testCounters(t *testing.T, nb NewBackend) {
 		t.Fatalf("Incr(other key) = %d, %v, %v; want 1, true", n, ok, err)
 	}
 
+	t.Run("Value reads without counting", func(t *testing.T) {
+		for _, want := range []struct {
+			key string
+			n   int64
+		}{{"a", 4}, {"b", 5}, {"never-counted", 0}} {
+			for range 2 { // reading twice: the read changed nothing
+				if n, err := k.Value(c, want.key); err != nil || n != want.n {
+					t.Fatalf("Value(%s) = %d, %v; want %d", want.key, n, err, want.n)
+				}
+			}
+		}
+		if n, ok, err := k.Incr(c, "b", 0, exp); err != nil || !ok || n != 6 {
+			t.Fatalf("Incr after Value = %d, %v, %v; want 6", n, ok, err)
+		}
+		if n, err := k.Value(c, "b"); err != nil || n != 6 {
+			t.Fatalf("Value after Incr = %d, %v; want 6", n, err)
+		}
+	})
+
 	t.Run("Decr gives back one unit, never below zero", func(t *testing.T) {
 		for range 3 {
 			if _, ok, err := k.Incr(c, "give", 3, exp); err != nil || !ok {
