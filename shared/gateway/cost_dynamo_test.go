@@ -213,6 +213,10 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 	}{
 		{name: "allowed, template defaults", tool: "echo", args: echoArgs,
 			want: costWant{5, 5, 0, 5, 0, 3, 0}},
+		// The lease off (UPSTREAM_MAX_CONCURRENT=0, not the seed's
+		// default): the session item, the key window, the audit record.
+		{name: "allowed, lease off", tune: func(s *config.Settings) { s.UpstreamMaxConcurrent = 0 }, tool: "echo", args: echoArgs,
+			want: costWant{3, 3, 0, 3, 0, 2, 0}},
 		{name: "allowed, everything on", tune: billing, roles: []string{"ops"}, tool: "echo", args: echoArgs,
 			want: costWant{6, 6, 0, 6, 0, 3, 0}},
 		// The lease off (UPSTREAM_MAX_CONCURRENT=0): the session item (its
