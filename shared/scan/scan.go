@@ -234,7 +234,7 @@ func (s *Scanner) ScanString(str string, dst []Finding) []Finding {
 	b := unsafe.Slice(unsafe.StringData(str), len(str)) // read only
 	l := &st.levels[0]
 	l.w.reset(b, l) // no path
-	l.scan(b, nil, false, false)
+	l.scan(b, false, nil, false, false)
 	l.w.reset(nil, nil)
 	dst = st.dst
 	st.dst = nil
@@ -278,13 +278,19 @@ func (st *state) walk(d int, doc []byte) error {
 // ScanString's one string. The walks of Scan hand their strings to scan
 // directly (walker.lazy).
 func (l *level) Visit(str *String) error {
-	l.scan(str.Decoded, str.Member, str.Key, str.Number)
+	l.scan(str.Decoded, false, str.Member, str.Key, str.Number)
 	return nil
 }
 
-// scan scans one string's decoded content (or a number's literal) at
-// level l.d; member is the raw key of the member it belongs to.
-func (l *level) scan(dec, member []byte, key, number bool) {
+// scan scans one string (or a number's literal) at level l.d: raw is its
+// content as written, with escapes when esc; member is the raw key of
+// the member it belongs to.
+func (l *level) scan(raw []byte, esc bool, member []byte, key, number bool) {
+	dec := raw
+	if esc {
+		l.w.buf = AppendUnescaped(l.w.buf[:0], raw)
+		dec = l.w.buf
+	}
 	st := l.st
 	s := st.s
 	mark := len(st.dst)
@@ -301,7 +307,11 @@ func (l *level) scan(dec, member []byte, key, number bool) {
 		fallthrough
 	default:
 		t := unsafe.String(unsafe.SliceData(dec), len(dec)) // read only, during this call
-		st.dst = s.text(t, member, st.dst, &st.lib)
+		// Most strings hold nothing that starts a finding: skip tells,
+		// and text is not called.
+		if i := s.skip(t, 0); i < len(t) || s.memberMay(t, member) {
+			st.dst = s.textFrom(t, i, member, st.dst, &st.lib)
+		}
 	}
 	if len(st.dst) > mark {
 		path := string(l.w.pathNow())

@@ -104,8 +104,12 @@ func (s *Scanner) skip(t string, i int) int {
 	for i < len(t) {
 		c := t[i]
 		k := cl[c]
+		if k == 0 {
+			i++ // starts nothing: most spaces and punctuation
+			continue
+		}
 		if k&clWord == 0 {
-			if k != 0 && i+1 < len(t) {
+			if i+1 < len(t) {
 				c1 := t[i+1]
 				switch {
 				case k&clAt != 0:
@@ -147,9 +151,7 @@ func (s *Scanner) skip(t string, i int) int {
 		ws := i
 		i++
 		if k&clDigit != 0 {
-			for i < len(t) && i-ws <= 20 && isDigit(t[i]) {
-				i++
-			}
+			i = digitsEnd(t, i)
 			if n := uint(i - ws); (s.digitRuns&(1<<n) != 0 || s.phoneRuns&(1<<n) != 0 && i < len(t) && isPhoneSep(t[i])) && s.digitsMay(t, ws, int(n)) {
 				return ws
 			}
@@ -168,6 +170,15 @@ func (s *Scanner) skip(t string, i int) int {
 		}
 	}
 	return i
+}
+
+// digitsEnd returns the end of the run of digits that goes on at t[i].
+func digitsEnd(t string, i int) int {
+	j := uint(i) // unsigned: the loop needs no check of t's bounds
+	for j < uint(len(t)) && isDigit(t[j]) {
+		j++
+	}
+	return int(j)
 }
 
 // wordEnd returns the end of the ASCII word (clWord in cl) that goes on
@@ -258,8 +269,15 @@ func threatGate(t string, ws, we int) bool {
 // key of the member t is the value of (nil for none); lib counts down the
 // phone candidates the library may still check (phoneLibBudget).
 func (s *Scanner) text(t string, member []byte, dst []Finding, lib *int) []Finding {
+	return s.textFrom(t, s.skip(t, 0), member, dst, lib)
+}
+
+// textFrom is text given i, skip(t, 0). A caller that finds i == len(t)
+// and !s.memberMay(t, member) knows that t holds no finding without
+// calling it.
+func (s *Scanner) textFrom(t string, i int, member []byte, dst []Finding, lib *int) []Finding {
 	mark := len(dst)
-	for i := s.skip(t, 0); i < len(t); i = s.skip(t, i) {
+	for ; i < len(t); i = s.skip(t, i) {
 		h, next := s.at(t, i, member, lib, lastEnd(dst, mark))
 		if h.start < 0 {
 			i = next
@@ -276,12 +294,19 @@ func (s *Scanner) text(t string, member []byte, dst []Finding, lib *int) []Findi
 			}
 		}
 	}
-	if len(dst) == mark && len(member) >= secretKeys.least && len(t) >= 8 && s.on[KindCredential] {
+	if len(dst) == mark && s.memberMay(t, member) {
 		if h := secretMember(t, member); h.start >= 0 {
 			dst = append(dst, h.finding())
 		}
 	}
 	return dst
+}
+
+// memberMay reports whether t, the value of the member named member, may
+// be a secret for its name alone (secretMember): credentials are on, and
+// both are long enough.
+func (s *Scanner) memberMay(t string, member []byte) bool {
+	return len(member) >= secretKeys.least && len(t) >= 8 && s.on[KindCredential]
 }
 
 // at runs the detectors that may start at t[i], where skip stopped. It

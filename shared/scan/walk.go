@@ -111,10 +111,11 @@ type walker struct {
 }
 
 // lazyVisitor is what a lazy walk hands its strings to (the Scanner's
-// level): a string's decoded content (a number's literal), the raw key
-// of its member, and whether it is a key or a number.
+// level): a string's content as written (a number's literal), whether
+// it holds an escape, the raw key of its member, and whether it is a key
+// or a number.
 type lazyVisitor interface {
-	scan(dec, member []byte, key, number bool)
+	scan(raw []byte, esc bool, member []byte, key, number bool)
 }
 
 // step is one reference token of a lazy walk's path: an object member's
@@ -205,7 +206,11 @@ func (w *walker) value(depth int, member []byte) error {
 		if err != nil {
 			return err
 		}
-		return w.emit(start, end, esc, false, member)
+		if w.lazy != nil {
+			w.lazy.scan(w.doc[start:end], esc, member, false, false)
+			return nil
+		}
+		return w.visit(start, end, esc, false, member)
 	case 't':
 		return w.literal("true")
 	case 'f':
@@ -221,7 +226,7 @@ func (w *walker) value(depth int, member []byte) error {
 			return nil
 		}
 		if w.lazy != nil {
-			w.lazy.scan(w.doc[start:w.i], member, false, true)
+			w.lazy.scan(w.doc[start:w.i], false, member, false, true)
 			return nil
 		}
 		s := &w.str
@@ -312,7 +317,9 @@ func (w *walker) object(depth int) error {
 			}
 			w.path = appendToken(append(w.path[:base], '/'), key)
 		}
-		if err := w.emit(start, end, esc, true, nil); err != nil {
+		if w.lazy != nil {
+			w.lazy.scan(w.doc[start:end], esc, nil, true, false)
+		} else if err := w.visit(start, end, esc, true, nil); err != nil {
 			return err
 		}
 		if w.i >= len(w.doc) || w.doc[w.i] != ':' {
@@ -468,16 +475,8 @@ func (w *walker) quoted() (start, end int, esc bool, err error) {
 	}
 }
 
-func (w *walker) emit(start, end int, esc, key bool, member []byte) error {
-	if w.lazy != nil {
-		dec := w.doc[start:end]
-		if esc {
-			w.buf = AppendUnescaped(w.buf[:0], dec)
-			dec = w.buf
-		}
-		w.lazy.scan(dec, member, key, false)
-		return nil
-	}
+// visit fills w.str for the string doc[start:end] and calls the visitor.
+func (w *walker) visit(start, end int, esc, key bool, member []byte) error {
 	s := &w.str
 	s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.path, key, false, start, end, member
 	s.Raw = w.doc[start:end]
