@@ -211,11 +211,15 @@ func runLengths(on *[numKinds]bool) (digits, phone uint32) {
 	return digits, phone
 }
 
-// digitsMay reports whether the run of n digits at t[i] (n up to 21) may
-// start a finding of a kind that is on (numeric): not after a letter or
-// a number's part (numberStart), and of a length that a card, an SSN, a
-// date or a phone number starts with, followed by what it needs.
+// digitsMay reports whether the run of n digits at t[i] (n a length of
+// digitRuns or phoneRuns, 1 to 19) may start a finding of a kind that is
+// on (numeric): not after a letter or a number's part (numberStart),
+// and of a length that a card, an SSN, a date or a phone number starts
+// with, followed by what it needs.
 func (s *Scanner) digitsMay(t string, i, n int) bool {
+	if !numberStart(t, i) {
+		return false // a part of a date, a version, a time
+	}
 	on := &s.on
 	e := i + n
 	var may bool
@@ -235,7 +239,7 @@ func (s *Scanner) digitsMay(t string, i, n int) bool {
 	if !may && on[KindPhone] && n <= 6 && e+2 < len(t) && isPhoneSep(t[e]) && (isDigit(t[e+1]) && n > 1 || t[e+1] == '(') {
 		may = true
 	}
-	return may && numberStart(t, i)
+	return may
 }
 
 // threatMark reports whether the threat detectors may start at c, a
