@@ -124,13 +124,14 @@ func (s *Scanner) skip(t string, i int) int {
 					}
 				case k&clAssign != 0:
 					// assignment: a name before, perhaps quoted, whose
-					// last letter ends one of secretWords.
+					// last letter ends one of secretWords (nameMay; the
+					// byte before decides for most).
 					j := i
 					if j > 0 && (t[j-1] == '"' || t[j-1] == '\'') {
 						j--
 					}
 					if j > 0 {
-						if b := t[j-1]; isLetter(b) && secretLast[b|0x20] || isDigit(b) || b == '_' || b == '-' || b == '.' {
+						if b := t[j-1]; (isLetter(b) && secretLast[b|0x20] || isDigit(b) || b == '_' || b == '-' || b == '.') && nameMay(t, j) {
 							return i
 						}
 					}
