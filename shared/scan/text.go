@@ -215,32 +215,75 @@ func runLengths(on *[numKinds]bool) (digits, phone uint32) {
 // digitsMay reports whether the run of n digits at t[i] (n a length of
 // digitRuns or phoneRuns, 1 to 19) may start a finding of a kind that is
 // on (numeric): not after a letter or a number's part (numberStart),
-// and of a length that a card, an SSN, a date or a phone number starts
-// with, followed by what it needs.
+// and followed by what a card, an SSN, a date or a phone number of that
+// first group needs (cardMay, ssnMay, dateMay, phoneMay).
 func (s *Scanner) digitsMay(t string, i, n int) bool {
 	if !numberStart(t, i) {
 		return false // a part of a date, a version, a time
 	}
 	on := &s.on
-	e := i + n
-	var may bool
 	switch n {
 	case 2:
-		may = on[KindDOB] && e+8 <= len(t) && isDateSep(t[e])
+		if on[KindDOB] && dateMay(t, i, n) {
+			return true
+		}
 	case 3:
-		may = on[KindSSN] && e+8 <= len(t) && (t[e] == '-' || t[e] == ' ')
+		if on[KindSSN] && ssnMay(t, i) {
+			return true
+		}
 	case 4:
-		may = on[KindDOB] && e+6 <= len(t) && isDateSep(t[e]) ||
-			on[KindCard] && e+1 < len(t) && (t[e] == ' ' || t[e] == '-' || t[e] == '.') && isDigit(t[e+1]) && iinPrefix(t[i:e])
+		if on[KindDOB] && dateMay(t, i, n) || on[KindCard] && cardMay(t, i) {
+			return true
+		}
 	case 9:
-		may = on[KindSSN]
+		if on[KindSSN] {
+			return true
+		}
 	default:
-		may = on[KindCard] && n >= 12 && n <= 19 && iinPrefix(t[i:i+4])
+		if on[KindCard] && n >= 12 && n <= 19 && iinPrefix(t[i:i+4]) {
+			return true
+		}
 	}
-	if !may && on[KindPhone] && n <= 6 && e+2 < len(t) && isPhoneSep(t[e]) && (isDigit(t[e+1]) && n > 1 || t[e+1] == '(') {
-		may = true
+	return on[KindPhone] && phoneMay(t, i, n)
+}
+
+// cardMay reports whether the four digits at t[i] may start a card
+// number in groups (card): an issuer's prefix, a separator and a second
+// group of three digits or more.
+func cardMay(t string, i int) bool {
+	e := i + 4
+	return e+3 < len(t) && (t[e] == ' ' || t[e] == '-' || t[e] == '.') && isDigit(t[e+1]) && isDigit(t[e+2]) && isDigit(t[e+3]) && iinPrefix(t[i:e])
+}
+
+// ssnMay reports whether the three digits at t[i] may start an SSN in
+// groups (ssn): 3-2-4 with one separator, an area not in the 900s.
+func ssnMay(t string, i int) bool {
+	e := i + 3
+	return e+8 <= len(t) && (t[e] == '-' || t[e] == ' ') && t[e+3] == t[e] && t[i] != '9'
+}
+
+// dateMay reports whether the n digits at t[i] (2 or 4) may start a date
+// (date): ten bytes, a separator after them and the same one three bytes
+// on, and the end of a number after the ten.
+func dateMay(t string, i, n int) bool {
+	e := i + n
+	return i+10 <= len(t) && isDateSep(t[e]) && t[e+3] == t[e] && numberEnds(t, i+10)
+}
+
+// phoneMay reports whether the n digits at t[i] may start a phone number
+// in national format (readPhone): a first group of 2 to 6 digits, a
+// separator and a second group that is not one digit followed by
+// another group ("978-3-16-148410-0"), or "8 (" (Russia's trunk prefix
+// and an area code).
+func phoneMay(t string, i, n int) bool {
+	e := i + n
+	if n > 6 || e+2 >= len(t) || !isPhoneSep(t[e]) {
+		return false
 	}
-	return may
+	if t[e+1] == '(' {
+		return true
+	}
+	return isDigit(t[e+1]) && n > 1 && !(e+3 < len(t) && isPhoneSep(t[e+2]) && isDigit(t[e+3]))
 }
 
 // threatMark reports whether the threat detectors may start at c, a
@@ -393,22 +436,22 @@ func lastEnd(dst []Finding, mark int) int {
 // code).
 func (s *Scanner) numeric(t string, i int, member []byte, lib *int) hit {
 	n := runMax(t[i:], isDigit, 20)
-	phone := n <= 6 && i+n+2 < len(t) && isPhoneSep(t[i+n]) && (isDigit(t[i+n+1]) && n > 1 || t[i+n+1] == '(') && s.on[KindPhone]
+	phone := s.on[KindPhone] && phoneMay(t, i, n)
 	if n > 19 || !phone && (n == 1 || n >= 5 && n <= 8 || n >= 10 && n <= 11) {
 		return noHit
 	}
 	on := &s.on
-	if on[KindCard] && (n == 4 || n >= 12) {
+	if on[KindCard] && (n == 4 && cardMay(t, i) || n >= 12) {
 		if f := card(t, i); f.start >= 0 {
 			return f
 		}
 	}
-	if on[KindSSN] && (n == 3 || n == 9) {
+	if on[KindSSN] && (n == 3 && ssnMay(t, i) || n == 9) {
 		if f := ssn(t, i, member); f.start >= 0 {
 			return f
 		}
 	}
-	if on[KindDOB] && (n == 2 || n == 4) {
+	if on[KindDOB] && (n == 2 || n == 4) && dateMay(t, i, n) {
 		if f := dob(t, i, member); f.start >= 0 {
 			return f
 		}
