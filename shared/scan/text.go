@@ -533,15 +533,34 @@ func numberStart(s string, i int) bool {
 	if i == 0 {
 		return true
 	}
-	c := s[i-1]
-	if isAlnum(c) || c == '_' {
+	switch numberBefore[s[i-1]] {
+	case nbInside:
 		return false
-	}
-	if (c == '.' || c == '-' || c == '/' || c == ',') && i >= 2 && isAlnum(s[i-2]) {
-		return false
+	case nbSep:
+		return i < 2 || !isAlnum(s[i-2])
 	}
 	return true
 }
+
+// numberBefore classifies the byte before a number's first digit
+// (numberStart): inside a word, a separator of a number's parts, or
+// anything else (0).
+var numberBefore = func() (t [256]uint8) {
+	for c := range 256 {
+		switch b := byte(c); {
+		case isAlnum(b) || b == '_':
+			t[c] = nbInside
+		case b == '.' || b == '-' || b == '/' || b == ',':
+			t[c] = nbSep
+		}
+	}
+	return t
+}()
+
+const (
+	nbInside = 1 + iota // a letter, a digit, '_'
+	nbSep               // '.', '-', '/', ','
+)
 
 // numberEnds reports whether a number may end just before s[i]: not
 // before a letter or digit, nor a separator and a digit.
