@@ -454,6 +454,32 @@ func lastLetters(lists ...[]string) *[256]bool {
 	return &t
 }
 
+// maxSecretName is how far back from its '=' or ':' a secret's name is
+// read.
+const maxSecretName = 48
+
+// isNameByte reports whether c may be part of a secret's name: a letter,
+// a digit, '_', '-' or '.'.
+func isNameByte(c byte) bool { return isAlnum(c) || c == '_' || c == '-' || c == '.' }
+
+// nameMay reports whether the name that ends just before t[j] (isNameByte,
+// up to maxSecretName bytes back) may be a secret's (assignment): it has
+// minSecretName letters or more, and its last letter is the last of one
+// of secretWords or awsSecretWords. Most names are not: "T09" in a time,
+// "https" in a URL.
+func nameMay(t string, j int) bool {
+	letters, last := 0, byte(0)
+	for k := j; k > 0 && j-k < maxSecretName && isNameByte(t[k-1]); k-- {
+		if c := t[k-1]; isLetter(c) {
+			if letters == 0 {
+				last = c | 0x20
+			}
+			letters++
+		}
+	}
+	return letters >= minSecretName && secretLast[last]
+}
+
 // assignment: at t[i], a '=' or ':' after a secret's name (password=,
 // secret:, "api_key": ...), the value when it is a known credential or
 // looks random (randomValue).
@@ -464,24 +490,23 @@ func assignment(t string, i int) hit {
 	if j > 0 && (t[j-1] == '"' || t[j-1] == '\'') {
 		j--
 	}
-	k := j
-	for k > 0 && j-k < 48 && (isAlnum(t[k-1]) || t[k-1] == '_' || t[k-1] == '-' || t[k-1] == '.') {
-		k--
-	}
-	if k == j || k > 0 && isAlnum(t[k-1]) {
+	if !nameMay(t, j) {
 		return noHit
 	}
-	var buf [48]byte
+	k := j
+	for k > 0 && j-k < maxSecretName && isNameByte(t[k-1]) {
+		k--
+	}
+	if k > 0 && isAlnum(t[k-1]) {
+		return noHit
+	}
+	var buf [maxSecretName]byte
 	n := 0
 	for _, c := range []byte(t[k:j]) {
 		if isLetter(c) {
 			buf[n] = c | 0x20
 			n++
 		}
-	}
-	// Most names end in no secret's last letter: one look-up drops them.
-	if n < minSecretName || !secretLast[buf[n-1]] {
-		return noHit
 	}
 	name := unsafe.String(&buf[0], n) // read only, during this call
 	aws := false

@@ -234,7 +234,7 @@ func (s *Scanner) ScanString(str string, dst []Finding) []Finding {
 	b := unsafe.Slice(unsafe.StringData(str), len(str)) // read only
 	l := &st.levels[0]
 	l.w.reset(b, l) // no path
-	l.Visit(&String{Raw: b, Decoded: b, End: len(b)})
+	l.scan(b, false, nil, false, false)
 	l.w.reset(nil, nil)
 	dst = st.dst
 	st.dst = nil
@@ -262,7 +262,7 @@ func newState(s *Scanner) *state {
 	for d := range st.levels {
 		l := &st.levels[d]
 		*l = level{st: st, d: d}
-		l.w.lazy = true
+		l.w.lazy = l
 		l.w.minNumber = minNumberLen
 	}
 	return st
@@ -274,39 +274,58 @@ func (st *state) walk(d int, doc []byte) error {
 	return l.w.run()
 }
 
-// Visit scans one string (or number) at level l.d.
+// Visit scans one string (or number) at level l.d: the Visitor of
+// ScanString's one string. The walks of Scan hand their strings to scan
+// directly (walker.lazy).
 func (l *level) Visit(str *String) error {
+	l.scan(str.Decoded, false, str.Member, str.Key, str.Number)
+	return nil
+}
+
+// scan scans one string (or a number's literal) at level l.d: raw is its
+// content as written, with escapes when esc; member is the raw key of
+// the member it belongs to.
+func (l *level) scan(raw []byte, esc bool, member []byte, key, number bool) {
+	dec := raw
+	if esc {
+		l.w.buf = AppendUnescaped(l.w.buf[:0], raw)
+		dec = l.w.buf
+	}
 	st := l.st
 	s := st.s
 	mark := len(st.dst)
 	switch {
-	case str.Number:
-		st.dst = s.number(str.Decoded, str.Member, st.dst)
-	case !str.Key && l.d+1 < s.maxDepth && holdsJSON(str.Decoded):
-		if st.walk(l.d+1, str.Decoded) == nil {
+	case number:
+		st.dst = s.number(dec, member, st.dst)
+	case !key && l.d+1 < s.maxDepth && holdsJSON(dec):
+		if st.walk(l.d+1, dec) == nil {
 			// The inner findings got their paths at the inner level.
-			l.nest(mark, str)
-			return nil
+			l.nest(mark)
+			return
 		}
 		st.dst = st.dst[:mark]
 		fallthrough
 	default:
-		t := unsafe.String(unsafe.SliceData(str.Decoded), len(str.Decoded)) // read only, during this call
-		st.dst = s.text(t, str.Member, st.dst, &st.lib)
+		t := unsafe.String(unsafe.SliceData(dec), len(dec)) // read only, during this call
+		// Most strings hold nothing that starts a finding: skip tells,
+		// and text is not called.
+		if i := s.skip(t, 0); i < len(t) || s.memberMay(t, member) {
+			st.dst = s.textFrom(t, i, member, st.dst, &st.lib)
+		}
 	}
 	if len(st.dst) > mark {
 		path := string(l.w.pathNow())
 		for i := mark; i < len(st.dst); i++ {
 			f := &st.dst[i]
-			f.Path, f.Key, f.Number = path, str.Key, str.Number
+			f.Path, f.Key, f.Number = path, key, number
 		}
 	}
-	return nil
 }
 
 // nest moves the findings from mark on, found in the JSON text held by
-// str, one level out: their Path goes to the front of Nested.
-func (l *level) nest(mark int, str *String) {
+// the string being scanned, one level out: their Path goes to the front
+// of Nested.
+func (l *level) nest(mark int) {
 	path := string(l.w.pathNow())
 	for i := mark; i < len(l.st.dst); i++ {
 		f := &l.st.dst[i]

@@ -31,7 +31,7 @@ func (s *Scanner) textEvery(t string, member []byte, dst []Finding, lib *int) []
 			}
 		}
 	}
-	if len(dst) == mark && len(member) >= secretKeys.least && len(t) >= 8 && s.on[KindCredential] {
+	if len(dst) == mark && s.memberMay(t, member) {
 		if h := secretMember(t, member); h.start >= 0 {
 			dst = append(dst, h.finding())
 		}

@@ -104,8 +104,12 @@ func (s *Scanner) skip(t string, i int) int {
 	for i < len(t) {
 		c := t[i]
 		k := cl[c]
+		if k == 0 {
+			i++ // starts nothing: most spaces and punctuation
+			continue
+		}
 		if k&clWord == 0 {
-			if k != 0 && i+1 < len(t) {
+			if i+1 < len(t) {
 				c1 := t[i+1]
 				switch {
 				case k&clAt != 0:
@@ -120,13 +124,14 @@ func (s *Scanner) skip(t string, i int) int {
 					}
 				case k&clAssign != 0:
 					// assignment: a name before, perhaps quoted, whose
-					// last letter ends one of secretWords.
+					// last letter ends one of secretWords (nameMay; the
+					// byte before decides for most).
 					j := i
 					if j > 0 && (t[j-1] == '"' || t[j-1] == '\'') {
 						j--
 					}
 					if j > 0 {
-						if b := t[j-1]; isLetter(b) && secretLast[b|0x20] || isDigit(b) || b == '_' || b == '-' || b == '.' {
+						if b := t[j-1]; (isLetter(b) && secretLast[b|0x20] || isDigit(b) || b == '_' || b == '-' || b == '.') && nameMay(t, j) {
 							return i
 						}
 					}
@@ -147,9 +152,7 @@ func (s *Scanner) skip(t string, i int) int {
 		ws := i
 		i++
 		if k&clDigit != 0 {
-			for i < len(t) && i-ws <= 20 && isDigit(t[i]) {
-				i++
-			}
+			i = digitsEnd(t, i)
 			if n := uint(i - ws); (s.digitRuns&(1<<n) != 0 || s.phoneRuns&(1<<n) != 0 && i < len(t) && isPhoneSep(t[i])) && s.digitsMay(t, ws, int(n)) {
 				return ws
 			}
@@ -168,6 +171,15 @@ func (s *Scanner) skip(t string, i int) int {
 		}
 	}
 	return i
+}
+
+// digitsEnd returns the end of the run of digits that goes on at t[i].
+func digitsEnd(t string, i int) int {
+	j := uint(i) // unsigned: the loop needs no check of t's bounds
+	for j < uint(len(t)) && isDigit(t[j]) {
+		j++
+	}
+	return int(j)
 }
 
 // wordEnd returns the end of the ASCII word (clWord in cl) that goes on
@@ -200,31 +212,78 @@ func runLengths(on *[numKinds]bool) (digits, phone uint32) {
 	return digits, phone
 }
 
-// digitsMay reports whether the run of n digits at t[i] (n up to 21) may
-// start a finding of a kind that is on (numeric): not after a letter or
-// a number's part (numberStart), and of a length that a card, an SSN, a
-// date or a phone number starts with, followed by what it needs.
+// digitsMay reports whether the run of n digits at t[i] (n a length of
+// digitRuns or phoneRuns, 1 to 19) may start a finding of a kind that is
+// on (numeric): not after a letter or a number's part (numberStart),
+// and followed by what a card, an SSN, a date or a phone number of that
+// first group needs (cardMay, ssnMay, dateMay, phoneMay).
 func (s *Scanner) digitsMay(t string, i, n int) bool {
+	if !numberStart(t, i) {
+		return false // a part of a date, a version, a time
+	}
 	on := &s.on
-	e := i + n
-	var may bool
 	switch n {
 	case 2:
-		may = on[KindDOB] && e+8 <= len(t) && isDateSep(t[e])
+		if on[KindDOB] && dateMay(t, i, n) {
+			return true
+		}
 	case 3:
-		may = on[KindSSN] && e+8 <= len(t) && (t[e] == '-' || t[e] == ' ')
+		if on[KindSSN] && ssnMay(t, i) {
+			return true
+		}
 	case 4:
-		may = on[KindDOB] && e+6 <= len(t) && isDateSep(t[e]) ||
-			on[KindCard] && e+1 < len(t) && (t[e] == ' ' || t[e] == '-' || t[e] == '.') && isDigit(t[e+1]) && iinPrefix(t[i:e])
+		if on[KindDOB] && dateMay(t, i, n) || on[KindCard] && cardMay(t, i) {
+			return true
+		}
 	case 9:
-		may = on[KindSSN]
+		if on[KindSSN] {
+			return true
+		}
 	default:
-		may = on[KindCard] && n >= 12 && n <= 19 && iinPrefix(t[i:i+4])
+		if on[KindCard] && n >= 12 && n <= 19 && iinPrefix(t[i:i+4]) {
+			return true
+		}
 	}
-	if !may && on[KindPhone] && n <= 6 && e+2 < len(t) && isPhoneSep(t[e]) && (isDigit(t[e+1]) && n > 1 || t[e+1] == '(') {
-		may = true
+	return on[KindPhone] && phoneMay(t, i, n)
+}
+
+// cardMay reports whether the four digits at t[i] may start a card
+// number in groups (card): an issuer's prefix, a separator and a second
+// group of three digits or more.
+func cardMay(t string, i int) bool {
+	e := i + 4
+	return e+3 < len(t) && (t[e] == ' ' || t[e] == '-' || t[e] == '.') && isDigit(t[e+1]) && isDigit(t[e+2]) && isDigit(t[e+3]) && iinPrefix(t[i:e])
+}
+
+// ssnMay reports whether the three digits at t[i] may start an SSN in
+// groups (ssn): 3-2-4 with one separator, an area not in the 900s.
+func ssnMay(t string, i int) bool {
+	e := i + 3
+	return e+8 <= len(t) && (t[e] == '-' || t[e] == ' ') && t[e+3] == t[e] && t[i] != '9'
+}
+
+// dateMay reports whether the n digits at t[i] (2 or 4) may start a date
+// (date): ten bytes, a separator after them and the same one three bytes
+// on, and the end of a number after the ten.
+func dateMay(t string, i, n int) bool {
+	e := i + n
+	return i+10 <= len(t) && isDateSep(t[e]) && t[e+3] == t[e] && numberEnds(t, i+10)
+}
+
+// phoneMay reports whether the n digits at t[i] may start a phone number
+// in national format (readPhone): a first group of 2 to 6 digits, a
+// separator and a second group that is not one digit followed by
+// another group ("978-3-16-148410-0"), or "8 (" (Russia's trunk prefix
+// and an area code).
+func phoneMay(t string, i, n int) bool {
+	e := i + n
+	if n > 6 || e+2 >= len(t) || !isPhoneSep(t[e]) {
+		return false
 	}
-	return may && numberStart(t, i)
+	if t[e+1] == '(' {
+		return true
+	}
+	return isDigit(t[e+1]) && n > 1 && !(e+3 < len(t) && isPhoneSep(t[e+2]) && isDigit(t[e+3]))
 }
 
 // threatMark reports whether the threat detectors may start at c, a
@@ -258,8 +317,15 @@ func threatGate(t string, ws, we int) bool {
 // key of the member t is the value of (nil for none); lib counts down the
 // phone candidates the library may still check (phoneLibBudget).
 func (s *Scanner) text(t string, member []byte, dst []Finding, lib *int) []Finding {
+	return s.textFrom(t, s.skip(t, 0), member, dst, lib)
+}
+
+// textFrom is text given i, skip(t, 0). A caller that finds i == len(t)
+// and !s.memberMay(t, member) knows that t holds no finding without
+// calling it.
+func (s *Scanner) textFrom(t string, i int, member []byte, dst []Finding, lib *int) []Finding {
 	mark := len(dst)
-	for i := s.skip(t, 0); i < len(t); i = s.skip(t, i) {
+	for ; i < len(t); i = s.skip(t, i) {
 		h, next := s.at(t, i, member, lib, lastEnd(dst, mark))
 		if h.start < 0 {
 			i = next
@@ -276,12 +342,19 @@ func (s *Scanner) text(t string, member []byte, dst []Finding, lib *int) []Findi
 			}
 		}
 	}
-	if len(dst) == mark && len(member) >= secretKeys.least && len(t) >= 8 && s.on[KindCredential] {
+	if len(dst) == mark && s.memberMay(t, member) {
 		if h := secretMember(t, member); h.start >= 0 {
 			dst = append(dst, h.finding())
 		}
 	}
 	return dst
+}
+
+// memberMay reports whether t, the value of the member named member, may
+// be a secret for its name alone (secretMember): credentials are on, and
+// both are long enough.
+func (s *Scanner) memberMay(t string, member []byte) bool {
+	return len(member) >= secretKeys.least && len(t) >= 8 && s.on[KindCredential]
 }
 
 // at runs the detectors that may start at t[i], where skip stopped. It
@@ -363,22 +436,22 @@ func lastEnd(dst []Finding, mark int) int {
 // code).
 func (s *Scanner) numeric(t string, i int, member []byte, lib *int) hit {
 	n := runMax(t[i:], isDigit, 20)
-	phone := n <= 6 && i+n+2 < len(t) && isPhoneSep(t[i+n]) && (isDigit(t[i+n+1]) && n > 1 || t[i+n+1] == '(') && s.on[KindPhone]
+	phone := s.on[KindPhone] && phoneMay(t, i, n)
 	if n > 19 || !phone && (n == 1 || n >= 5 && n <= 8 || n >= 10 && n <= 11) {
 		return noHit
 	}
 	on := &s.on
-	if on[KindCard] && (n == 4 || n >= 12) {
+	if on[KindCard] && (n == 4 && cardMay(t, i) || n >= 12) {
 		if f := card(t, i); f.start >= 0 {
 			return f
 		}
 	}
-	if on[KindSSN] && (n == 3 || n == 9) {
+	if on[KindSSN] && (n == 3 && ssnMay(t, i) || n == 9) {
 		if f := ssn(t, i, member); f.start >= 0 {
 			return f
 		}
 	}
-	if on[KindDOB] && (n == 2 || n == 4) {
+	if on[KindDOB] && (n == 2 || n == 4) && dateMay(t, i, n) {
 		if f := dob(t, i, member); f.start >= 0 {
 			return f
 		}
@@ -460,15 +533,34 @@ func numberStart(s string, i int) bool {
 	if i == 0 {
 		return true
 	}
-	c := s[i-1]
-	if isAlnum(c) || c == '_' {
+	switch numberBefore[s[i-1]] {
+	case nbInside:
 		return false
-	}
-	if (c == '.' || c == '-' || c == '/' || c == ',') && i >= 2 && isAlnum(s[i-2]) {
-		return false
+	case nbSep:
+		return i < 2 || !isAlnum(s[i-2])
 	}
 	return true
 }
+
+// numberBefore classifies the byte before a number's first digit
+// (numberStart): inside a word, a separator of a number's parts, or
+// anything else (0).
+var numberBefore = func() (t [256]uint8) {
+	for c := range 256 {
+		switch b := byte(c); {
+		case isAlnum(b) || b == '_':
+			t[c] = nbInside
+		case b == '.' || b == '-' || b == '/' || b == ',':
+			t[c] = nbSep
+		}
+	}
+	return t
+}()
+
+const (
+	nbInside = 1 + iota // a letter, a digit, '_'
+	nbSep               // '.', '-', '/', ','
+)
 
 // numberEnds reports whether a number may end just before s[i]: not
 // before a letter or digit, nor a separator and a digit.

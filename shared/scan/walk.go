@@ -96,15 +96,26 @@ type walker struct {
 	buf  []byte // decoded strings
 	str  String
 	v    Visitor
-	// lazy: String.Path is left nil; the walk notes the reference
-	// tokens of the path in steps instead, and pathNow builds it for the
-	// visitor that asks (the Scanner, at a finding).
-	lazy  bool
+	// lazy is the Scanner's level this walk serves, or nil. String.Path
+	// is then left nil: the walk notes the reference tokens of the path
+	// in steps instead, and pathNow builds it for the Scanner, at a
+	// finding. The walk also hands each string to lazy.scan itself,
+	// without filling a String: most strings are short, and that was a
+	// large part of their cost.
+	lazy  lazyVisitor
 	steps []step
 	key   []byte // a decoded key, for pathNow
 	// minNumber: numbers whose literal is shorter are not visited (the
 	// Scanner finds nothing in fewer than 9 bytes); 0 visits all.
 	minNumber int
+}
+
+// lazyVisitor is what a lazy walk hands its strings to (the Scanner's
+// level): a string's content as written (a number's literal), whether
+// it holds an escape, the raw key of its member, and whether it is a key
+// or a number.
+type lazyVisitor interface {
+	scan(raw []byte, esc bool, member []byte, key, number bool)
 }
 
 // step is one reference token of a lazy walk's path: an object member's
@@ -124,7 +135,7 @@ func (w *walker) reset(doc []byte, v Visitor) {
 // a lazy walk the path built from its steps. It is valid until the walk
 // goes on.
 func (w *walker) pathNow() []byte {
-	if !w.lazy {
+	if w.lazy == nil {
 		return w.str.Path
 	}
 	w.path = w.path[:0]
@@ -195,7 +206,11 @@ func (w *walker) value(depth int, member []byte) error {
 		if err != nil {
 			return err
 		}
-		return w.emit(start, end, esc, false, member)
+		if w.lazy != nil {
+			w.lazy.scan(w.doc[start:end], esc, member, false, false)
+			return nil
+		}
+		return w.visit(start, end, esc, false, member)
 	case 't':
 		return w.literal("true")
 	case 'f':
@@ -210,8 +225,12 @@ func (w *walker) value(depth int, member []byte) error {
 		if w.i-start < w.minNumber {
 			return nil
 		}
+		if w.lazy != nil {
+			w.lazy.scan(w.doc[start:w.i], false, member, false, true)
+			return nil
+		}
 		s := &w.str
-		s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.strPath(), false, true, start, w.i, member
+		s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.path, false, true, start, w.i, member
 		s.Raw = w.doc[start:w.i]
 		s.Decoded, s.Escaped = s.Raw, false
 		return w.v.Visit(s)
@@ -277,7 +296,7 @@ func (w *walker) object(depth int) error {
 		return nil
 	}
 	base, steps := len(w.path), len(w.steps)
-	if w.lazy {
+	if w.lazy != nil {
 		w.steps = append(w.steps, step{}) // this member's, steps[steps]
 	}
 	for {
@@ -288,7 +307,7 @@ func (w *walker) object(depth int) error {
 		if err != nil {
 			return err
 		}
-		if w.lazy {
+		if w.lazy != nil {
 			w.steps[steps] = step{start: start, end: end, esc: esc}
 		} else {
 			key := w.doc[start:end]
@@ -298,7 +317,9 @@ func (w *walker) object(depth int) error {
 			}
 			w.path = appendToken(append(w.path[:base], '/'), key)
 		}
-		if err := w.emit(start, end, esc, true, nil); err != nil {
+		if w.lazy != nil {
+			w.lazy.scan(w.doc[start:end], esc, nil, true, false)
+		} else if err := w.visit(start, end, esc, true, nil); err != nil {
 			return err
 		}
 		if w.i >= len(w.doc) || w.doc[w.i] != ':' {
@@ -338,11 +359,11 @@ func (w *walker) array(depth int, member []byte) error {
 		return nil
 	}
 	base, steps := len(w.path), len(w.steps)
-	if w.lazy {
+	if w.lazy != nil {
 		w.steps = append(w.steps, step{start: -1}) // this element's, steps[steps]
 	}
 	for n := 0; ; n++ {
-		if w.lazy {
+		if w.lazy != nil {
 			w.steps[steps].end = n
 		} else {
 			w.path = appendIndex(append(w.path[:base], '/'), n)
@@ -401,6 +422,7 @@ func (w *walker) quoted() (start, end int, esc bool, err error) {
 	d := w.doc
 	i := w.i + 1
 	start = i
+	base := unsafe.Pointer(unsafe.SliceData(d))
 	for {
 		// Eight bytes at a time up to the first special one, then byte
 		// by byte near the end of the document.
@@ -411,7 +433,9 @@ func (w *walker) quoted() (start, end int, esc bool, err error) {
 				}
 				break
 			}
-			if m := special8(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+			// d[i:i+8] is in d: read without slicing d (a check of its
+			// bounds and a masked pointer at every step).
+			if m := special8(binary.LittleEndian.Uint64((*[8]byte)(unsafe.Add(base, i))[:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				break
 			}
@@ -451,9 +475,10 @@ func (w *walker) quoted() (start, end int, esc bool, err error) {
 	}
 }
 
-func (w *walker) emit(start, end int, esc, key bool, member []byte) error {
+// visit fills w.str for the string doc[start:end] and calls the visitor.
+func (w *walker) visit(start, end int, esc, key bool, member []byte) error {
 	s := &w.str
-	s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.strPath(), key, false, start, end, member
+	s.Path, s.Key, s.Number, s.Start, s.End, s.Member = w.path, key, false, start, end, member
 	s.Raw = w.doc[start:end]
 	s.Decoded = s.Raw
 	s.Escaped = esc
@@ -467,14 +492,6 @@ func (w *walker) emit(start, end int, esc, key bool, member []byte) error {
 func (w *walker) unescape() {
 	w.buf = AppendUnescaped(w.buf[:0], w.str.Raw)
 	w.str.Decoded = w.buf
-}
-
-// strPath is String.Path: the path, or nil in a lazy walk.
-func (w *walker) strPath() []byte {
-	if w.lazy {
-		return nil
-	}
-	return w.path
 }
 
 // appendIndex appends n, an array index, in decimal.
