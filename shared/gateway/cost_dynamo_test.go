@@ -59,6 +59,8 @@ type costEnv struct {
 const policyEverything = `roles:
   ops:
     allow: ["mock-primary/*"]
+  intern:
+    deny: ["mock-primary/transfer"]
 cedar_policies: |
   @id("ops-only")
   permit (principal, action == Action::"tools/call", resource)
@@ -230,12 +232,19 @@ func TestDynamoDBCostPerCall(t *testing.T) {
 		// touched too when its LastSeen is stale (here it is not).
 		{name: "refused by a store-free check (-32053)", tool: "echo", args: `{"message":"card 4111 1111 1111 1111"}`, wantCode: -32053,
 			want: costWant{3, 1, 2, 1, 4, 2, 0}},
-		// The policy stage is not store-free (its verdict reads the
-		// session's record): a Cedar refusal is counted and given back.
-		// The tool was called (and refused, and pinned) once before.
+		// Foreseen by the policy stage (decision 11): its Cedar policies
+		// read no context.session, so the refusal holds whatever the
+		// session's record holds; wave 1 reads the session's record, the
+		// key's window and the quota meter (would any refuse first?),
+		// wave 2 writes the audit record. The tool was called (and
+		// refused, and pinned) once before.
 		{name: "refused by Cedar (-32003), everything on", tune: billing, roles: []string{"ops"}, tool: "leak", args: `{}`, wantCode: -32003,
 			prepare: func(t *testing.T, e *costEnv) { e.mustCall(t, 90, "leak", `{}`, -32003) },
-			want:    costWant{7, 7, 0, 7, 0, 2, 0}},
+			want:    costWant{4, 1, 3, 1, 6, 2, 0}},
+		// A role's deny (Cedar permits the tool), foreseen alike.
+		{name: "refused by a role's deny (-32003), everything on", tune: billing, roles: []string{"ops", "intern"}, tool: "transfer", args: `{"to":"acct-1","amount":5}`, wantCode: -32003,
+			prepare: func(t *testing.T, e *costEnv) { e.mustCall(t, 90, "transfer", `{"to":"acct-1","amount":5}`, -32003) },
+			want:    costWant{4, 1, 3, 1, 6, 2, 0}},
 		{name: "refused by the rate limit", tune: func(s *config.Settings) { s.RateLimitPerTool = 1 }, tool: "echo", args: echoArgs, wantCode: -32004,
 			want: costWant{4, 4, 0, 4, 0, 2, 0}},
 		{name: "held for approval", tool: "transfer", args: `{"to":"acct-1","amount":5}`, wantCode: -32061,

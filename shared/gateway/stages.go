@@ -24,7 +24,11 @@ type stage struct {
 	// docs/design/cost.md, decision 9): its verdict needs no store on a
 	// warm instance and no field a counting stage sets. The stages ahead
 	// of the last such stage that are not are pipeline.Peekers.
-	storeFree   bool
+	storeFree bool
+	// foresees: not store-free, but its check can say before any store
+	// work that it refuses a call whatever the store holds
+	// (pipeline.Stage.Foresees, a pipeline.Foreseer; decision 11).
+	foresees    bool
 	check       func(g *Gateway) pipeline.Check
 	result      func(g *Gateway) pipeline.ResultCheck
 	message     func(g *Gateway) pipeline.MessageCheck
@@ -70,8 +74,10 @@ var stages = [...]stage{
 	// Not store-free: a verdict can read the session's record (its own
 	// manifest; its counters, for the bounds and Cedar), which the
 	// session stage reads, and a tools/call under max_tool_calls is
-	// reserved in it. A Peeker, asked when a later stage refuses first.
-	{slot: pipeline.Policy, scope: pipeline.ServerBound, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
+	// reserved in it. A Peeker, asked when a later stage refuses first,
+	// and a Foreseer: a role or Cedar refusal that reads no session is
+	// taken before anything is counted (docs/design/cost.md, decision 11).
+	{slot: pipeline.Policy, foresees: true, scope: pipeline.ServerBound, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
 		return policycheck.New(g.b, g.reg, g.b, &policycheck.Options{Refresh: g.o.Settings.PolicyRefresh, Now: g.o.Now, Logger: g.o.Logger})
 	}},
 	{slot: pipeline.Content, storeFree: true, scope: pipeline.ServerBound, mode: pipeline.FailClosed, check: func(g *Gateway) pipeline.Check {
@@ -113,7 +119,7 @@ const rateLimitScope = pipeline.Decided | pipeline.Relayed | pipeline.Answered
 func (g *Gateway) buildPipeline() (*pipeline.Pipeline, error) {
 	out := make([]pipeline.Stage, len(stages))
 	for i, row := range stages {
-		st := pipeline.Stage{Slot: row.slot, Scope: row.scope, Mode: row.mode, Unavailable: row.unavailable, StoreFree: row.storeFree}
+		st := pipeline.Stage{Slot: row.slot, Scope: row.scope, Mode: row.mode, Unavailable: row.unavailable, StoreFree: row.storeFree, Foresees: row.foresees}
 		if row.check != nil {
 			st.Check = row.check(g)
 		}

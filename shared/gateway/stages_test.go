@@ -48,6 +48,9 @@ func TestStageTableMatchesDocs(t *testing.T) {
 		if docFree := strings.Contains(m[5], "store-free: decided first"); docFree != row.storeFree {
 			t.Errorf("%s: store-free (decided first) in the docs %v, in the table %v", m[1], docFree, row.storeFree)
 		}
+		if docSees := strings.Contains(m[5], "foreseen: decided first"); docSees != row.foresees {
+			t.Errorf("%s: foreseen (decided first) in the docs %v, in the table %v", m[1], docSees, row.foresees)
+		}
 		built := row.check != nil || row.result != nil || row.message != nil
 		if docBuilt := strings.TrimSpace(m[2]) != "not built yet"; docBuilt != built {
 			t.Errorf("%s: built in the docs %v, in the table %v", m[1], docBuilt, built)

@@ -290,6 +290,22 @@ type Peeker interface {
 	Peek(ctx context.Context, c *Call) (decide func() error)
 }
 
+// Foreseer is a check that counts for a call (a Peeker) and can at times
+// say, before any store work and writing nothing, that it will refuse the
+// call whatever its store holds: Foresees decides from the request, the
+// fields the resolvers set and what the process holds (a cached set),
+// and reports true only when a refusal is certain (false: it cannot
+// say). The runner then takes the call as refused by this stage, as it
+// does a store-free stage's refusal, but the answer is the stage's own
+// Peek (the exact code, from the reads of the stages ahead of it), and
+// when that Peek lets the call on after all the run goes on as if
+// Foresees had said false. A stage with one is marked Stage.Foresees
+// (docs/design/cost.md, decision 11).
+type Foreseer interface {
+	Peeker
+	Foresees(ctx context.Context, c *Call) bool
+}
+
 // Filter is implemented by checks whose decision also hides tools from
 // tools/list (kill switch, policy): the list and the call use the same
 // decision code. While Visible is asked about a tool, c.ToolDef is that
@@ -338,14 +354,19 @@ type Stage struct {
 	// before any counting stage starts its store work: a call one of
 	// them refuses counts nothing (docs/design/cost.md, decision 9).
 	StoreFree bool
+	// Foresees: the check is a Foreseer, asked among the store-free
+	// stages, in order, whether it refuses the call whatever the store
+	// holds (New checks that it is one).
+	Foresees bool
 }
 
 // Pipeline is the ordered stages that are on. It is safe for concurrent
 // use once built.
 type Pipeline struct {
-	stages  []Stage  // request side, in Order
-	peekers []Peeker // by index in stages: the stages peeked at when a later store-free one refuses
-	results []Stage  // response side, in ResultOrder
+	stages  []Stage    // request side, in Order
+	peekers []Peeker   // by index in stages: the stages peeked at when a later store-free one refuses
+	seers   []Foreseer // by index in stages: the stages marked Foresees
+	results []Stage    // response side, in ResultOrder
 	log     *slog.Logger
 	hook    Hook
 }
@@ -415,13 +436,23 @@ func New(stages []Stage, o *Options) (*Pipeline, error) {
 	return p, p.findPeekers()
 }
 
-// findPeekers sets p.peekers: every stage on that is not store-free and
-// comes before the last store-free stage on must be a Peeker, so that a
-// call a store-free stage refuses learns its verdict without counting.
+// findPeekers sets p.peekers and p.seers: a stage marked Foresees must be
+// a Foreseer, and every stage on that is not store-free and comes before
+// the last store-free or foreseeing stage on (that one included) must be
+// a Peeker, so that a call such a stage refuses learns its verdict
+// without counting.
 func (p *Pipeline) findPeekers() error {
 	last := -1
+	p.seers = make([]Foreseer, len(p.stages))
 	for i, st := range p.stages {
-		if st.StoreFree {
+		if st.Foresees {
+			fs, ok := st.Check.(Foreseer)
+			if !ok {
+				return fmt.Errorf("pipeline: stage %v is marked Foresees but is not a pipeline.Foreseer", st.Slot)
+			}
+			p.seers[i] = fs
+		}
+		if st.StoreFree || st.Foresees {
 			last = i
 		}
 	}
@@ -432,7 +463,7 @@ func (p *Pipeline) findPeekers() error {
 		}
 		pk, ok := st.Check.(Peeker)
 		if !ok {
-			return fmt.Errorf("pipeline: stage %v comes before the store-free stage %v and cannot say whether it would refuse without counting (not a pipeline.Peeker)", st.Slot, p.stages[last].Slot)
+			return fmt.Errorf("pipeline: stage %v comes before the store-free or foreseeing stage %v and cannot say whether it would refuse without counting (not a pipeline.Peeker)", st.Slot, p.stages[last].Slot)
 		}
 		p.peekers[i] = pk
 	}
@@ -512,7 +543,19 @@ func (p *Pipeline) runDecided(ctx context.Context, c *Call, scope Scope) error {
 	var early uint32 // bit i: stage i was decided among the store-free ones
 	for i := range p.stages {
 		st := &p.stages[i]
-		if st.Scope&scope == 0 || !st.StoreFree {
+		if st.Scope&scope == 0 {
+			continue
+		}
+		if fs := p.seers[i]; fs != nil && fs.Foresees(ctx, c) {
+			// A certain refusal: the stages ahead of it and its own
+			// Peek give the answer; if none refuses after all, the run
+			// goes on and this stage is decided with the others.
+			if err := p.peekAhead(ctx, c, scope, i+1, nil); err != nil {
+				p.settle(c, pre)
+				return err
+			}
+		}
+		if !st.StoreFree {
 			continue
 		}
 		early |= 1 << i
@@ -549,7 +592,8 @@ func (p *Pipeline) runDecided(ctx context.Context, c *Call, scope Scope) error {
 // err: the stages ahead of it that are not store-free are asked, with
 // reads only and together (one wave), whether they would have refused it
 // (Peeker); the first of them in order that would is the answer, else err.
-// Nothing is counted, so nothing is given back.
+// Nothing is counted, so nothing is given back. For a Foreseer at i-1,
+// err is nil and its own Peek is the last asked.
 func (p *Pipeline) peekAhead(ctx context.Context, c *Call, scope Scope, i int, err error) error {
 	var room [numSlots]func() error
 	decides := room[:i]

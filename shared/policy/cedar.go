@@ -409,6 +409,18 @@ func (l *cedarLayer) Decide(ctx context.Context, req *Request) Verdict {
 	return v
 }
 
+// sessionFreeCedar is l deciding only the requests whose candidate
+// policies read no context.session (BuildSessionFree); the others are
+// allowed, which says nothing.
+type sessionFreeCedar struct{ l *cedarLayer }
+
+func (s sessionFreeCedar) Decide(ctx context.Context, req *Request) Verdict {
+	if s.l.candidates(req, resourceOf(req)).reads()&readsSession != 0 {
+		return allow("")
+	}
+	return s.l.Decide(ctx, req)
+}
+
 // decideListing asks whether some arguments would allow req: the
 // arguments are unknown to Cedar (batch's Ignore), so a permit's condition
 // on them is dropped and a forbid with one does not apply.
@@ -671,4 +683,7 @@ func number(n json.Number) types.Value {
 	return types.String(n.String())
 }
 
-var _ Decider = (*cedarLayer)(nil)
+var (
+	_ Decider = (*cedarLayer)(nil)
+	_ Decider = sessionFreeCedar{}
+)

@@ -129,6 +129,33 @@ func Build(set *Set) (Decider, error) {
 	return NewManifestGate(c.bounds, inner), nil
 }
 
+// BuildSessionFree assembles the part of set's decider that reads nothing
+// of the session's record: the roles, and each request's candidate Cedar
+// policies when none of them reads context.session (else that layer
+// allows, saying nothing). A refusal of it is a refusal of Build's
+// decider whatever the record holds: the manifest gate, the one part
+// that reads the record besides Cedar's context.session, can only refuse
+// first (-32005), and the layers take the strictest verdict. It is nil
+// when it never refuses: no roles and no Cedar, or audit mode (nothing
+// is refused). Only a refusal means anything: its allow is no verdict.
+func BuildSessionFree(set *Set) (Decider, error) {
+	c, err := set.compile()
+	if err != nil || c.audit {
+		return nil, err
+	}
+	var layers []Decider
+	if c.roles != nil {
+		layers = append(layers, c.roles)
+	}
+	if c.cedar != nil {
+		layers = append(layers, sessionFreeCedar{c.cedar})
+	}
+	if len(layers) == 0 {
+		return nil, nil
+	}
+	return NewPolicyDecider(layers...), nil
+}
+
 // canonicalSet is the form Hash covers. Cedar is the text with line
 // endings made "\n" and trailing blanks cut from each line and from the
 // end: the text itself, not cedar-go's rendering of it, so that a

@@ -141,6 +141,10 @@ type Loaded struct {
 	// Bounds are the tenant's manifest compiled (nil: none), which the
 	// check reserves max_tool_calls against.
 	Bounds *policy.Bounds
+	// SessionFree is the part of Decider that reads nothing of the
+	// session's record (policy.BuildSessionFree; nil: it never refuses),
+	// which Foresees asks.
+	SessionFree policy.Decider
 }
 
 // New returns the check over the tenants' sets, the key records (for
@@ -189,6 +193,42 @@ func (k *Check) Prefetch(ctx context.Context, c *pipeline.Call) (func() error, f
 func (k *Check) Peek(ctx context.Context, c *pipeline.Call) func() error {
 	decide, _ := k.prefetch(ctx, c, true)
 	return decide
+}
+
+// Foresees implements pipeline.Foreseer: true when the tenant's set is
+// cached and fresh, the call carries its roles (authentication set
+// them), and the set's roles or Cedar refuse the call whatever its
+// session's record holds (Loaded.SessionFree): a role's deny or no role
+// allowing it, or a Cedar refusal whose candidate policies read no
+// context.session. It reads no store; the runner then takes the verdict
+// from Peek, after the stages ahead of this one (docs/design/cost.md,
+// decision 11).
+func (k *Check) Foresees(ctx context.Context, c *pipeline.Call) bool {
+	if c.Server == nil || c.Roles == nil || reachMethod(c) != "" || !policy.Decidable(c.Method) {
+		return false
+	}
+	l, ok := k.fresh(c.Tenant.ID)
+	if !ok || l.SessionFree == nil {
+		return false
+	}
+	return l.SessionFree.Decide(ctx, Request(c, k.o.Now())).Refused()
+}
+
+// fresh is tenant's cached set when it was read within the refresh
+// period (Load would return it without reading); ok false otherwise.
+func (k *Check) fresh(tenant string) (Loaded, bool) {
+	k.mu.Lock()
+	e := k.tenants[tenant]
+	k.mu.Unlock()
+	if e == nil {
+		return Loaded{}, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.loaded || k.o.Now().Sub(e.fetched) >= k.o.Refresh {
+		return Loaded{}, false
+	}
+	return e.cur, true
 }
 
 // prefetch is Prefetch; peek: Peek.
@@ -734,7 +774,11 @@ func Build(set *policy.Set) (Loaded, error) {
 	if err != nil {
 		return Loaded{}, err
 	}
-	return Loaded{Decider: d, Hash: h, Set: set, Bounds: b}, nil
+	free, err := policy.BuildSessionFree(set)
+	if err != nil {
+		return Loaded{}, err
+	}
+	return Loaded{Decider: d, Hash: h, Set: set, Bounds: b, SessionFree: free}, nil
 }
 
 func (k *Check) retryAfterFailure() time.Duration {
@@ -772,5 +816,6 @@ func (k *Check) entry(tenant string) *entry {
 var (
 	_ pipeline.Prefetcher = (*Check)(nil)
 	_ pipeline.Peeker     = (*Check)(nil)
+	_ pipeline.Foreseer   = (*Check)(nil)
 	_ pipeline.Filter     = (*Check)(nil)
 )
