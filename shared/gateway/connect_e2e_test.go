@@ -122,9 +122,16 @@ func newConnWorld(t *testing.T, b backend.Backend) *connWorld {
 // returns the answer's body.
 func (w *connWorld) invoke(t *testing.T, tenant, caller, tool string) string {
 	t.Helper()
+	return invokeTool(t, w.gw, tenant, w.keys[caller], tool)
+}
+
+// invokeTool sends a tools/call of tool, without arguments, on
+// gw/t/TENANT/v1/invoke with bearer and returns the answer's body.
+func invokeTool(t *testing.T, gw, tenant, bearer, tool string) string {
+	t.Helper()
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":{}}}`
-	req, _ := http.NewRequest(http.MethodPost, w.gw+"/t/"+tenant+"/v1/invoke", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+w.keys[caller])
+	req, _ := http.NewRequest(http.MethodPost, gw+"/t/"+tenant+"/v1/invoke", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+bearer)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

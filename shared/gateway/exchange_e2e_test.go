@@ -174,17 +174,7 @@ func newExchangeWorld(t *testing.T, b backend.Backend) *exchangeWorld {
 // and returns the answer's body.
 func (w *exchangeWorld) invoke(t *testing.T, tenant, bearer, tool string) string {
 	t.Helper()
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":{}}}`
-	req, _ := http.NewRequest(http.MethodPost, w.gw+"/t/"+tenant+"/v1/invoke", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	return invokeTool(t, w.gw, tenant, bearer, tool)
 }
 
 // TestExchangeEndToEnd: callers who come with their tenant's own JWTs
