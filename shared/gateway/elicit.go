@@ -57,9 +57,14 @@ func (e *elicitations) ask(c *pipeline.Call, id string, now time.Time) bool {
 	k := sessionKey{c.Tenant.ID, c.Caller, c.SessionID}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.expire(now)
 	n := entrySize(k, id)
-	if _, dup := e.byID[id]; dup || e.bySession[k] >= MaxElicitationsPerSession || len(e.byID) >= MaxElicitations || e.bytes+n > MaxElicitationBytes {
+	full := func() bool {
+		return e.bySession[k] >= MaxElicitationsPerSession || len(e.byID) >= MaxElicitations || e.bytes+n > MaxElicitationBytes
+	}
+	if full() {
+		e.expire(now) // only when a bound is reached: one pass, not one per call
+	}
+	if _, dup := e.byID[id]; dup || full() {
 		return false
 	}
 	if e.byID == nil {

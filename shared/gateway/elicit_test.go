@@ -51,7 +51,7 @@ func TestElicitationsBounds(t *testing.T) {
 			t.Fatal("an elicitation past MaxElicitationBytes remembered")
 		}
 		later := now.Add(connect.PendingTTL)
-		if !e.ask(call("acme", "bob", "s9"), "b", later) || len(e.byID) != 1 || len(e.bySession) != 1 {
+		if !e.ask(a, "b", later) || len(e.byID) != 1 || len(e.bySession) != 1 { // a's bound reached: the expired go
 			t.Fatalf("the expired elicitations are still held: %d", len(e.byID))
 		}
 		for i := 0; len(e.byID) < MaxElicitations; i++ {
@@ -62,7 +62,7 @@ func TestElicitationsBounds(t *testing.T) {
 		if e.ask(call("acme", "carol", "c"), "over", later) {
 			t.Fatal("more than MaxElicitations remembered")
 		}
-		if e.complete(done("acme", "bob", "b"), later.Add(connect.PendingTTL)) != 0 {
+		if e.complete(done("acme", "alice", "b"), later.Add(connect.PendingTTL)) != 0 || len(e.byID) != MaxElicitations-1 {
 			t.Fatal("an expired elicitation was completed")
 		}
 	})
