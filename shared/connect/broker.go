@@ -353,8 +353,14 @@ func (b *Broker) Ask(ctx context.Context, tenant, caller string, srv *registry.S
 	if err := b.o.Store.PutPending(ctx, p); err != nil {
 		return "", "", err
 	}
-	sum := sha256.Sum256([]byte("elicitation " + p.State))
-	return b.o.PublicURL + "/t/" + url.PathEscape(tenant) + "/connect/start?state=" + p.State, hex.EncodeToString(sum[:16]), nil
+	return b.o.PublicURL + "/t/" + url.PathEscape(tenant) + "/connect/start?state=" + p.State, elicitationOf(p.State), nil
+}
+
+// elicitationOf is the id of the elicitation of the authorization with
+// state: derived from it, and not revealing it.
+func elicitationOf(state string) string {
+	sum := sha256.Sum256([]byte("elicitation " + state))
+	return hex.EncodeToString(sum[:16])
 }
 
 // creds is the client of srv's connections at issuer: the registry's, or
@@ -460,25 +466,34 @@ func cookieName(state string) string {
 	return "aegis_connect_" + state
 }
 
-// ServeHTTP serves /t/{tenant}/connect/start and /connect/callback (the
+// Completed is a connection a person just made at the callback, and the
+// id of the elicitation that asked for it (Ask), so that the gateway can
+// tell the session that was asked (notifications/elicitation/complete).
+type Completed struct {
+	Tenant, Caller, Server, ElicitationID string
+}
+
+// ServeConnect serves /t/{tenant}/connect/start and /connect/callback (the
 // gateway passes requests whose path, after the tenant, starts with
-// /connect/). Errors are plain pages that name no secret.
-func (b *Broker) ServeConnect(w http.ResponseWriter, r *http.Request, tenant, path string) {
+// /connect/). Errors are plain pages that name no secret. done is the
+// connection the callback stored; nil for anything else.
+func (b *Broker) ServeConnect(w http.ResponseWriter, r *http.Request, tenant, path string) (done *Completed) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET")
 		page(w, http.StatusMethodNotAllowed, "Use GET.")
-		return
+		return nil
 	}
 	switch path {
 	case "/connect/start":
 		b.start(w, r, tenant)
 	case "/connect/callback":
-		b.callback(w, r, tenant)
+		return b.callback(w, r, tenant)
 	default:
 		page(w, http.StatusNotFound, "Not found.")
 	}
+	return nil
 }
 
 // start opens the link once: it binds the authorization to this browser
@@ -529,13 +544,14 @@ func (b *Broker) start(w http.ResponseWriter, r *http.Request, tenant string) {
 
 // callback takes the authorization once, checks the browser is the one
 // that opened the link, exchanges the code (PKCE verifier, the exact
-// redirect URI, the resource) and stores the connection.
-func (b *Broker) callback(w http.ResponseWriter, r *http.Request, tenant string) {
+// redirect URI, the resource) and stores the connection, which it
+// returns (nil when none was stored).
+func (b *Broker) callback(w http.ResponseWriter, r *http.Request, tenant string) *Completed {
 	q := r.URL.Query()
 	state := q.Get("state")
 	if state == "" || len(state) > 128 {
 		page(w, http.StatusBadRequest, "This answer of the authorization server is not valid.")
-		return
+		return nil
 	}
 	p, err := b.o.Store.TakePending(r.Context(), tenant, state, b.o.Now())
 	if err != nil {
@@ -543,29 +559,29 @@ func (b *Broker) callback(w http.ResponseWriter, r *http.Request, tenant string)
 			b.o.Logger.Warn("connect: callback not taken", "tenant", tenant, "err", err)
 		}
 		page(w, http.StatusGone, "This authorization is unknown, expired or used already. Send the call again to get a new link.")
-		return
+		return nil
 	}
 	ck, err := r.Cookie(cookieName(state))
 	if err != nil || p.Browser == "" || subtle.ConstantTimeCompare([]byte(cookieHash(ck.Value)), []byte(p.Browser)) != 1 {
 		b.event(r.Context(), EventFailure, Connection{Tenant: tenant, Caller: p.Caller, Server: p.Server}, "callback from another browser than the one that opened the link")
 		page(w, http.StatusForbidden, "This authorization was started in another browser. Send the call again to get a new link, and open it here.")
-		return
+		return nil
 	}
 	http.SetCookie(w, &http.Cookie{Name: ck.Name, Value: "", Path: "/t/" + tenant + "/connect/", MaxAge: -1, HttpOnly: true})
 	if iss := q.Get("iss"); iss != "" && iss != p.Issuer { // RFC 9207
 		page(w, http.StatusBadRequest, "The answer came from another authorization server than the one asked.")
-		return
+		return nil
 	}
 	if e := q.Get("error"); e != "" {
 		b.event(r.Context(), EventFailure, Connection{Tenant: tenant, Caller: p.Caller, Server: p.Server}, "authorization refused: "+oauthCode(e))
 		page(w, http.StatusOK, "The authorization was not given ("+oauthCode(e)+"). Nothing was connected.")
-		return
+		return nil
 	}
 	code := q.Get("code")
 	srv, err := b.server(r.Context(), tenant, p.Server)
 	if code == "" || err != nil {
 		page(w, http.StatusBadRequest, "This answer of the authorization server carries no code.")
-		return
+		return nil
 	}
 	form := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "redirect_uri": {p.Redirect},
 		"code_verifier": {p.Verifier}, "resource": {p.Resource}}
@@ -577,7 +593,7 @@ func (b *Broker) callback(w http.ResponseWriter, r *http.Request, tenant string)
 	if err != nil {
 		b.event(r.Context(), EventFailure, Connection{Tenant: tenant, Caller: p.Caller, Server: p.Server}, "code exchange: "+err.Error())
 		page(w, http.StatusBadGateway, "The authorization server did not give a token. Send the call again to get a new link.")
-		return
+		return nil
 	}
 	tok.TokenEndpoint, tok.RevocationEndpoint, tok.Resource = p.TokenEndpoint, p.RevocationEndpoint, p.Resource
 	now := b.o.Now()
@@ -592,11 +608,12 @@ func (b *Broker) callback(w http.ResponseWriter, r *http.Request, tenant string)
 	if err != nil {
 		b.o.Logger.Warn("connect: connection not stored", "tenant", tenant, "server", p.Server, "err", err)
 		page(w, http.StatusServiceUnavailable, "The connection could not be stored. Send the call again to get a new link.")
-		return
+		return nil
 	}
 	b.cache.drop(connKey{tenant, p.Caller, p.Server})
 	b.event(r.Context(), EventConnect, next, "")
 	page(w, http.StatusOK, "Connected to "+p.Server+". Go back to your agent and send the call again.")
+	return &Completed{Tenant: tenant, Caller: p.Caller, Server: p.Server, ElicitationID: elicitationOf(p.State)}
 }
 
 func (b *Broker) server(ctx context.Context, tenant, name string) (*registry.Server, error) {

@@ -141,6 +141,7 @@ func (g *Gateway) connectionRefusal(ctx context.Context, c *pipeline.Call, err e
 		return refusal.Internal(c.CorrelationID), true
 	}
 	if elicitsURL(c) {
+		g.elicits.ask(c, eid, g.o.Now())
 		return refusal.ConnectionElicitation(server, link, eid, broken), true
 	}
 	return refusal.Connection(server, link, eid, broken), true

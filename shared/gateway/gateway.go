@@ -157,7 +157,8 @@ type Gateway struct {
 		check   *content.Check
 		results *content.Results
 	}
-	streams streamSlots // the open GET and subscriptions/listen streams (streams.go)
+	streams streamSlots  // the open GET and subscriptions/listen streams (streams.go)
+	elicits elicitations // the URL elicitations given and the GET streams to tell of their completion (elicit.go)
 	// closing is done once CloseStreams is called (streams.go).
 	closing      context.Context
 	closeStreams context.CancelFunc
@@ -308,7 +309,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if strings.HasPrefix(path, "/connect/") && tenant != "" && g.o.Connections != nil {
-		g.o.Connections.ServeConnect(w, r, tenant, path)
+		if done := g.o.Connections.ServeConnect(w, r, tenant, path); done != nil {
+			g.elicits.complete(done, g.o.Now())
+		}
 		return
 	}
 	var ep endpoint

@@ -108,6 +108,7 @@ func (g *Gateway) listen(w http.ResponseWriter, r *http.Request, ep endpoint, co
 	defer stopStream()
 	out := newStream(w)
 	out.Begin()
+	defer g.elicits.listen(c, out, g.o.Now())() // notifications/elicitation/complete (elicit.go)
 	kctx, stopKeepAlive := context.WithCancel(ctx)
 	kdone := make(chan struct{})
 	go func() {
