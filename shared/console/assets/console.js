@@ -126,7 +126,8 @@
     let data = null;
     try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
     if (r.status === 401) {
-      location.assign('/admin/console/?notice=ended');
+      // A poll answered after the log-out: the log-out's own notice stands.
+      if (!S.leaving) location.assign('/admin/console/?notice=ended');
       throw new Error('the console session ended; log in again');
     }
     if (!r.ok) {
@@ -670,6 +671,7 @@
     });
     for (const e of document.querySelectorAll('input.by')) e.value = byName();
     $('logout').addEventListener('click', async () => {
+      S.leaving = true;
       await fetch('/admin/console/logout', { method: 'POST', credentials: 'same-origin', headers: { 'X-CSRF-Token': S.csrf } });
       location.assign('/admin/console/?notice=logged-out');
     });
